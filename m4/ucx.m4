@@ -1,0 +1,80 @@
+# SRC_UCX_CHECK: find the installed UCX (pkg-config, 1.13 or newer), UCX's internal headers
+# (--with-ucx-src=DIR, the unpacked source tree of the same version), and the ABI-relevant
+# definitions the installed libraries were built with.
+#
+# Sets and substitutes: UCX_CFLAGS, UCX_LIBS, UCX_LIBDIR, UCX_VERSION, UCX_SRC_DIR,
+# UCX_ABI_CPPFLAGS, UCX_UCT_LIBS, ucxmoduledir.
+AC_DEFUN([SRC_UCX_CHECK], [
+    PKG_CHECK_MODULES([UCX], [ucx >= 1.13], [],
+        [AC_MSG_ERROR([installed UCX 1.13 or newer not found by pkg-config ($UCX_PKG_ERRORS).
+Install it (Debian/Ubuntu: apt-get install libucx-dev ucx-utils) or point PKG_CONFIG_PATH at its lib/pkgconfig.])])
+    UCX_VERSION=`$PKG_CONFIG --modversion ucx`
+    UCX_LIBDIR=`$PKG_CONFIG --variable=libdir ucx`
+    UCX_UCT_LIBS="-L$UCX_LIBDIR -luct -lucs"
+
+    AC_ARG_WITH([ucx-src],
+        AS_HELP_STRING([--with-ucx-src=DIR],
+            [unpacked UCX source tree of exactly the installed version, for UCX's internal headers
+             (default: ~/.cache/srcucx/ucx-VERSION, where contrib/get-ucx-src.sh puts it)]),
+        [], [with_ucx_src="$HOME/.cache/srcucx/ucx-$UCX_VERSION"])
+    AC_MSG_CHECKING([for UCX internal headers in $with_ucx_src])
+    AS_IF([test -f "$with_ucx_src/src/uct/base/uct_iface.h" && test -f "$with_ucx_src/configure.ac"],
+          [AC_MSG_RESULT([yes])],
+          [AC_MSG_RESULT([no])
+           AC_MSG_ERROR([UCX's internal headers (src/uct/base/uct_iface.h) were not found in '$with_ucx_src'.
+The transport needs the source tree of the installed UCX $UCX_VERSION. Get it with
+    contrib/get-ucx-src.sh            (Debian/Ubuntu: fetches it from the distribution's source archive)
+and pass the directory it prints as --with-ucx-src=DIR.])])
+    UCX_SRC_DIR=`cd "$with_ucx_src" && pwd`
+
+    # The transport uses UCX's internal structs, so the headers must be of the installed version.
+    AC_MSG_CHECKING([version of the UCX source tree])
+    ucx_src_version=
+    for ucx_part in major minor patch; do
+        ucx_num=`sed -n "s/.*ucx_ver_$ucx_part[[^,]]*, *\([[0-9]][[0-9]]*\)).*/\1/p" "$UCX_SRC_DIR/configure.ac" | head -n 1`
+        ucx_src_version="$ucx_src_version${ucx_src_version:+.}$ucx_num"
+    done
+    AC_MSG_RESULT([${ucx_src_version:-unknown}])
+    AS_IF([test "x$ucx_src_version" != "x$UCX_VERSION"],
+          [AC_MSG_ERROR([the UCX source tree '$UCX_SRC_DIR' is version ${ucx_src_version:-unknown}, but the installed UCX libraries are version $UCX_VERSION.
+Their internal structs may differ, so the transport would not be ABI-compatible. Use the source of
+UCX $UCX_VERSION: contrib/get-ucx-src.sh fetches it, then pass --with-ucx-src=DIR.])])
+
+    # ABI-relevant definitions, read off the installed libraries (UCX-TRANSPORT-NOTES.md 1.3).
+    ucx_libucs="$UCX_LIBDIR/libucs.so.0"
+    AS_IF([test -r "$ucx_libucs"], [],
+          [AC_MSG_ERROR([cannot read $ucx_libucs to learn how the installed UCX was built])])
+    UCX_ABI_CPPFLAGS="-DENABLE_PARAMS_CHECK=1 -DENABLE_DEBUG_DATA=0 -DENABLE_BUILTIN_MEMCPY=1 -DHAVE_ATTRIBUTE_NOOPTIMIZE=1"
+    AC_MSG_CHECKING([whether the installed UCX has assertions enabled])
+    AS_IF([grep -q "Assertion \`%s' failed" "$ucx_libucs"],
+          [AC_MSG_RESULT([yes]); UCX_ABI_CPPFLAGS="$UCX_ABI_CPPFLAGS -DENABLE_ASSERT=1"],
+          [AC_MSG_RESULT([no])])
+    AC_MSG_CHECKING([whether the installed UCX has statistics enabled])
+    AS_IF([grep -q "ucs_stats_node_alloc" "$ucx_libucs"],
+          [AC_MSG_RESULT([yes]); UCX_ABI_CPPFLAGS="$UCX_ABI_CPPFLAGS -DENABLE_STATS=1"],
+          [AC_MSG_RESULT([no])])
+    AC_PATH_PROG([UCX_INFO], [ucx_info], [], [$PATH:`$PKG_CONFIG --variable=prefix ucx`/bin])
+    ucx_log_level=UCS_LOG_LEVEL_TRACE_POLL
+    AS_IF([test -n "$UCX_INFO"],
+          [ucx_configured=`$UCX_INFO -v 2>/dev/null | sed -n 's/^# Configured with: //p'`
+           AS_CASE([" $ucx_configured "],
+                   [*" --disable-logging "*], [ucx_log_level=UCS_LOG_LEVEL_DEBUG],
+                   [*" --enable-logging=warn "*], [ucx_log_level=UCS_LOG_LEVEL_WARN],
+                   [*" --enable-logging=info "*], [ucx_log_level=UCS_LOG_LEVEL_INFO],
+                   [*" --enable-logging=debug "*], [ucx_log_level=UCS_LOG_LEVEL_DEBUG])],
+          [AC_MSG_WARN([ucx_info not found (Debian: ucx-utils); assuming UCX was built with full logging])])
+    AC_MSG_CHECKING([the installed UCX's highest log level])
+    AC_MSG_RESULT([$ucx_log_level])
+    UCX_ABI_CPPFLAGS="$UCX_ABI_CPPFLAGS -DUCS_MAX_LOG_LEVEL=$ucx_log_level"
+
+    AC_ARG_WITH([ucx-module-dir],
+        AS_HELP_STRING([--with-ucx-module-dir=DIR], [where to install libuct_src.so (default: LIBDIR/ucx)]),
+        [ucxmoduledir=$withval], [ucxmoduledir='${libdir}/ucx'])
+
+    AC_SUBST([UCX_VERSION])
+    AC_SUBST([UCX_LIBDIR])
+    AC_SUBST([UCX_SRC_DIR])
+    AC_SUBST([UCX_ABI_CPPFLAGS])
+    AC_SUBST([UCX_UCT_LIBS])
+    AC_SUBST([ucxmoduledir])
+])

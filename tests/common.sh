@@ -1,0 +1,27 @@
+# Helpers for the shell tests: sourced, not run. Every test is bounded by a watchdog.
+set -eu
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# run_bounded SECONDS CMD...: run CMD, killing it (and failing) if it outlives SECONDS.
+run_bounded() {
+    limit=$1; shift
+    timeout --kill-after=5 "$limit" "$@" || {
+        rc=$?
+        [ $rc -eq 124 ] && fail "timed out after ${limit}s: $*"
+        return $rc
+    }
+}
+
+module="$top_builddir/uct_src/.libs/libuct_src.so"
+
+# The preload list for the module: a sanitizer build needs its runtimes first.
+module_preload() {
+    if [ -n "${SANITIZERS:-}" ]; then
+        printf '%s:%s:%s' "$($CC -print-file-name=libasan.so)" \
+            "$($CC -print-file-name=libubsan.so)" "$module"
+    else
+        printf '%s' "$module"
+    fi
+}
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"

@@ -1,0 +1,34 @@
+#!/bin/sh
+# srcrun launches an Open MPI job on pml/ucx (which Debian disables by default) with the module
+# loaded into every rank, keeping an existing LD_PRELOAD.
+. "$top_srcdir/tests/common.sh"
+
+srcrun="$top_builddir/contrib/srcrun"
+prog="$top_builddir/tests/mpi/mpi_check"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cd "$scratch"
+
+# An existing LD_PRELOAD value is kept after the module (an empty stand-in module, so that
+# this check also holds in sanitizer builds, whose module needs the sanitizer runtime first).
+echo 'int srcrun_stand_in;' >stand_in.c
+$CC -shared -fPIC -o stand_in.so stand_in.c
+keep=$(LD_PRELOAD=libc.so.6 "$srcrun" --module "$scratch/stand_in.so" sh -c 'echo "$LD_PRELOAD"')
+[ "$keep" = "$scratch/stand_in.so:libc.so.6" ] || fail "LD_PRELOAD not kept: '$keep'"
+
+# A missing module is a clear error, not a silent run without it.
+if "$srcrun" --module /nonexistent/libuct_src.so true 2>err.txt; then fail "missing module accepted"; fi
+grep -q "not found" err.txt || fail "unclear message for a missing module"
+
+# The MPI job: ranks must run on pml/ucx (OMPI_MCA_pml=ucx makes MPI_Init fail otherwise)
+# and see the module preloaded.
+for np in 2 4; do
+    LD_PRELOAD=$(module_preload) UCX_TLS=self,tcp UCX_NET_DEVICES=lo \
+        run_bounded 120 "$srcrun" --module "$module" "$MPIRUN" -np $np \
+        --mca pml_base_verbose 10 "$prog" >out.txt 2>&1 || { cat out.txt; fail "MPI job (np=$np) failed"; }
+    grep -q "selected ucx" out.txt || { cat out.txt; fail "pml/ucx was not selected"; }
+    grep -q "mpi_check: $np ranks passed" out.txt || { cat out.txt; fail "mpi_check did not pass"; }
+done
+echo "PASS: srcrun runs MPI jobs on pml/ucx with the module loaded"
