@@ -1,0 +1,92 @@
+// The backend seam: how a Nic moves datagrams, and nothing else. Protocol code sees only this
+// header; a backend (udp_link, loopback_link) or decorator (faulty_link) implements it and
+// contains no protocol logic.
+#ifndef SRCNIC_LINK_LINK_H
+#define SRCNIC_LINK_LINK_H
+
+#include <srcnic/status.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <sys/uio.h>
+
+namespace srcnic {
+
+// A link-level address: an IPv4 or IPv6 address and a UDP port. The loopback link uses the
+// same form (its addresses are never put on a wire). Plain data, comparable, hashable.
+struct LinkAddr {
+    uint8_t family = 0;   // AF_INET or AF_INET6; 0 = unset
+    uint8_t pad_ = 0;
+    uint16_t port = 0;    // UDP port, host byte order
+    uint32_t scope_id = 0; // IPv6 scope (interface index) for link-local addresses, else 0
+    uint8_t ip[16] = {};  // IPv4 in the first 4 bytes (network order), or IPv6 (network order)
+
+    bool operator==(const LinkAddr &o) const;
+    bool operator!=(const LinkAddr &o) const { return !(*this == o); }
+    size_t hash() const;
+    // "1.2.3.4:5000" or "[fe80::1%2]:5000"; "unset" for family 0.
+    std::string to_string() const;
+    // Parses "HOST:PORT" (numeric IPv4, or "[IPv6]:PORT"); port may be 0. INVALID_PARAM on error.
+    static srcnic_status_t parse(const char *text, LinkAddr *addr_p);
+    // Builds an address from numeric host text ("127.0.0.1", "::1") and a port.
+    static srcnic_status_t from_ip(const char *ip_text, uint16_t port, LinkAddr *addr_p);
+};
+
+// One datagram to send: a gather list (header + payload) and its destination. The link copies
+// or transmits the bytes before tx_burst returns; it keeps no reference to them.
+struct TxDatagram {
+    const struct iovec *iov;   // gather list; iovcnt entries
+    uint32_t iovcnt;           // at most kLinkMaxIov
+    LinkAddr dst;              // destination
+};
+
+// One receive slot: the caller provides buf/capacity, the link fills len and src.
+struct RxDatagram {
+    uint8_t *buf;              // caller-owned buffer
+    uint32_t capacity;         // bytes available at buf
+    uint32_t len;              // out: datagram length (a longer datagram is dropped, not truncated)
+    LinkAddr src;              // out: sender's address
+};
+
+constexpr uint32_t kLinkMaxIov = 8;
+
+// Counters every link keeps (all monotonic).
+struct LinkStats {
+    uint64_t tx_datagrams = 0;     // handed to the medium
+    uint64_t tx_bytes = 0;
+    uint64_t tx_errors = 0;        // dropped on a hard send error (not would-block)
+    uint64_t rx_datagrams = 0;     // returned by rx_burst
+    uint64_t rx_bytes = 0;
+    uint64_t rx_oversize = 0;      // dropped: longer than the receive slot
+};
+
+class Link {
+public:
+    virtual ~Link() = default;
+
+    // Sends up to n datagrams in order. Returns how many were accepted (0..n); the rest were
+    // not sent because the medium would block (the caller retries them later). A datagram
+    // that fails with a hard error is counted in tx_errors and counts as accepted: the
+    // reliability layer recovers it like a loss.
+    virtual uint32_t tx_burst(const TxDatagram *dgrams, uint32_t n) = 0;
+
+    // Receives up to n datagrams without blocking; returns how many slots were filled.
+    virtual uint32_t rx_burst(RxDatagram *slots, uint32_t n) = 0;
+
+    // The address peers send to (for UDP: the bound address with the actual port).
+    virtual const LinkAddr &local_addr() const = 0;
+
+    // Largest datagram, in bytes, that tx_burst accepts and rx_burst can return.
+    virtual uint32_t mtu() const = 0;
+
+    // A file descriptor that polls readable (level-triggered) while rx_burst would return
+    // datagrams, or -1 if the link has none (then the caller must poll).
+    virtual int event_fd() const = 0;
+
+    virtual const LinkStats &stats() const = 0;
+};
+
+} // namespace srcnic
+
+#endif
