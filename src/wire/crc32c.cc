@@ -1,0 +1,147 @@
+// CRC-32C: the SSE4.2 instruction path, the slice-by-8 software path and the choice between them.
+#include "wire/crc32c.h"
+
+#include <sys/uio.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
+namespace srcnic {
+namespace {
+
+// The Castagnoli polynomial 0x1EDC6F41, bit-reflected (least significant bit first).
+constexpr uint32_t kCrc32cPolyReflected = 0x82F63B78;
+
+// table[0][b] is the CRC register after shifting byte b through it; table[s][b] is the same
+// followed by s zero bytes, so eight bytes are folded with eight independent lookups.
+using Crc32cTable = std::array<std::array<uint32_t, 256>, 8>;
+
+constexpr Crc32cTable make_crc32c_table()
+{
+    Crc32cTable table{};
+    for (uint32_t byte = 0; byte < 256; byte++) {
+        uint32_t reg = byte;
+        for (int bit = 0; bit < 8; bit++) {
+            reg = (reg >> 1) ^ ((reg & 1) ? kCrc32cPolyReflected : 0);
+        }
+        table[0][byte] = reg;
+    }
+    for (size_t slice = 1; slice < table.size(); slice++) {
+        for (size_t byte = 0; byte < 256; byte++) {
+            const uint32_t prev = table[slice - 1][byte];
+            table[slice][byte] = (prev >> 8) ^ table[0][prev & 0xff];
+        }
+    }
+    return table;
+}
+
+constexpr Crc32cTable kCrc32cTable = make_crc32c_table();
+
+static_assert(kCrc32cTable[0][128] == kCrc32cPolyReflected && kCrc32cTable[0][1] == 0xF26B8303,
+              "CRC-32C table generation");
+
+// The raw functions work on the CRC register itself: no initial or final inversion.
+using Crc32cRawFn = uint32_t (*)(uint32_t reg, const uint8_t *p, size_t len);
+
+inline uint32_t load_le32(const uint8_t *p)
+{
+    return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+           (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+uint32_t crc32c_sw_raw(uint32_t reg, const uint8_t *p, size_t len)
+{
+    const auto &t = kCrc32cTable;
+    while (len >= 8) {
+        const uint32_t lo = reg ^ load_le32(p);
+        const uint32_t hi = load_le32(p + 4);
+        reg = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^
+              t[4][lo >> 24] ^ t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^
+              t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    for (; len > 0; len--, p++) {
+        reg = (reg >> 8) ^ t[0][(reg ^ *p) & 0xff];
+    }
+    return reg;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t crc32c_hw_raw(uint32_t reg, const uint8_t *p,
+                                                         size_t len)
+{
+    for (; len > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0; len--, p++) {
+        reg = _mm_crc32_u8(reg, *p);
+    }
+    uint64_t reg64 = reg;
+    for (; len >= 8; len -= 8, p += 8) {
+        uint64_t word;
+        std::memcpy(&word, p, sizeof(word));
+        reg64 = _mm_crc32_u64(reg64, word);
+    }
+    reg = static_cast<uint32_t>(reg64);
+    for (; len > 0; len--, p++) {
+        reg = _mm_crc32_u8(reg, *p);
+    }
+    return reg;
+}
+#endif
+
+Crc32cRawFn crc32c_select()
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) {
+        return crc32c_hw_raw;
+    }
+#endif
+    return crc32c_sw_raw;
+}
+
+// Null until the first call selects; constant-initialized, so usable from any constructor.
+std::atomic<Crc32cRawFn> g_crc32c_raw{nullptr};
+
+inline Crc32cRawFn crc32c_raw_fn()
+{
+    Crc32cRawFn fn = g_crc32c_raw.load(std::memory_order_relaxed);
+    if (__builtin_expect(fn == nullptr, 0)) {
+        fn = crc32c_select();
+        g_crc32c_raw.store(fn, std::memory_order_relaxed);
+    }
+    return fn;
+}
+
+} // namespace
+
+uint32_t crc32c(uint32_t crc, const void *data, size_t len)
+{
+    return ~crc32c_raw_fn()(~crc, static_cast<const uint8_t *>(data), len);
+}
+
+uint32_t crc32c_iov(const struct iovec *iov, size_t iovcnt)
+{
+    const Crc32cRawFn fn = crc32c_raw_fn();
+    uint32_t reg = ~0u;
+    for (size_t i = 0; i < iovcnt; i++) {
+        reg = fn(reg, static_cast<const uint8_t *>(iov[i].iov_base), iov[i].iov_len);
+    }
+    return ~reg;
+}
+
+bool crc32c_hw_available()
+{
+    return crc32c_raw_fn() != crc32c_sw_raw;
+}
+
+uint32_t crc32c_sw(uint32_t crc, const void *data, size_t len)
+{
+    return ~crc32c_sw_raw(~crc, static_cast<const uint8_t *>(data), len);
+}
+
+} // namespace srcnic

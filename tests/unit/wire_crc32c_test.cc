@@ -1,0 +1,232 @@
+// Unit tests for src/wire/crc32c.cc.
+#include "wire/crc32c.h"
+
+#include "core/clock.h"
+#include "core/random.h"
+
+#include <gtest/gtest.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace srcnic {
+namespace {
+
+// The seed of this run's random buffers: --gtest_random_seed=N when given, else from the clock.
+uint64_t test_seed()
+{
+    const int flag = testing::GTEST_FLAG(random_seed);
+    const uint64_t seed = (flag != 0) ? static_cast<uint64_t>(flag) : now_ns() % 99999 + 1;
+    std::printf("crc32c test seed: %llu (replay with --gtest_random_seed=%llu)\n",
+                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+    return seed;
+}
+
+std::vector<uint8_t> random_bytes(Random &random, size_t len)
+{
+    std::vector<uint8_t> bytes(len);
+    for (auto &byte : bytes) {
+        byte = static_cast<uint8_t>(random.next());
+    }
+    return bytes;
+}
+
+// Bit-at-a-time CRC-32C, independent of the tables under test.
+uint32_t crc32c_bitwise(uint32_t crc, const uint8_t *p, size_t len)
+{
+    crc = ~crc;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= p[i];
+        for (int bit = 0; bit < 8; bit++) {
+            crc = (crc >> 1) ^ ((crc & 1) ? 0x82F63B78u : 0);
+        }
+    }
+    return ~crc;
+}
+
+struct KnownVector {
+    const char *name;
+    std::vector<uint8_t> data;
+    uint32_t crc;
+};
+
+// RFC 3720 B.4 plus the customary check value.
+std::vector<KnownVector> known_vectors()
+{
+    std::vector<KnownVector> vectors;
+    vectors.push_back({"32 bytes of 0x00", std::vector<uint8_t>(32, 0x00), 0x8A9136AA});
+    vectors.push_back({"32 bytes of 0xff", std::vector<uint8_t>(32, 0xff), 0x62A8AB43});
+    std::vector<uint8_t> incrementing(32), decrementing(32);
+    for (int i = 0; i < 32; i++) {
+        incrementing[i] = static_cast<uint8_t>(i);
+        decrementing[i] = static_cast<uint8_t>(31 - i);
+    }
+    vectors.push_back({"0x00..0x1f", incrementing, 0x46DD794E});
+    vectors.push_back({"0x1f..0x00", decrementing, 0x113FDB5C});
+    const char *check = "123456789";
+    vectors.push_back({"\"123456789\"", std::vector<uint8_t>(check, check + 9), 0xE3069283});
+    return vectors;
+}
+
+TEST(wire_crc32c, crc32c__check_value)
+{
+    EXPECT_EQ(0xE3069283u, crc32c(0, "123456789", 9));
+}
+
+TEST(wire_crc32c, crc32c__rfc3720_vectors)
+{
+    for (const auto &vector : known_vectors()) {
+        EXPECT_EQ(vector.crc, crc32c(0, vector.data.data(), vector.data.size())) << vector.name;
+    }
+}
+
+TEST(wire_crc32c, crc32c__empty_buffer_keeps_crc)
+{
+    EXPECT_EQ(0u, crc32c(0, nullptr, 0));
+    EXPECT_EQ(0xE3069283u, crc32c(0xE3069283u, nullptr, 0));
+}
+
+TEST(wire_crc32c, crc32c__incremental_equals_one_shot)
+{
+    Random random(test_seed());
+    const std::vector<uint8_t> buf = random_bytes(random, 1000);
+    const uint32_t one_shot = crc32c(0, buf.data(), buf.size());
+    EXPECT_EQ(crc32c_bitwise(0, buf.data(), buf.size()), one_shot);
+
+    for (size_t split = 0; split <= buf.size(); split++) {
+        const uint32_t head = crc32c(0, buf.data(), split);
+        EXPECT_EQ(one_shot, crc32c(head, buf.data() + split, buf.size() - split))
+            << "split at " << split;
+    }
+
+    for (int round = 0; round < 100; round++) {
+        uint32_t crc = 0;
+        size_t offset = 0;
+        while (offset < buf.size()) {
+            const size_t piece = std::min<size_t>(random.below(40), buf.size() - offset);
+            crc = crc32c(crc, buf.data() + offset, piece);
+            offset += piece;
+        }
+        EXPECT_EQ(one_shot, crc) << "round " << round;
+    }
+}
+
+TEST(wire_crc32c, crc32c_iov__no_pieces_is_zero)
+{
+    EXPECT_EQ(0u, crc32c_iov(nullptr, 0));
+    struct iovec empty[2] = {{nullptr, 0}, {nullptr, 0}};
+    EXPECT_EQ(0u, crc32c_iov(empty, 2));
+}
+
+TEST(wire_crc32c, crc32c_iov__known_vectors_in_pieces)
+{
+    for (auto vector : known_vectors()) {
+        struct iovec iov[3] = {{vector.data.data(), 1},
+                               {nullptr, 0},
+                               {vector.data.data() + 1, vector.data.size() - 1}};
+        EXPECT_EQ(vector.crc, crc32c_iov(iov, 3)) << vector.name;
+    }
+}
+
+TEST(wire_crc32c, crc32c_iov__split_at_every_position)
+{
+    Random random(test_seed());
+    std::vector<uint8_t> buf = random_bytes(random, 300);
+    const uint32_t one_shot = crc32c(0, buf.data(), buf.size());
+
+    for (size_t split = 0; split <= buf.size(); split++) {
+        struct iovec iov[2] = {{buf.data(), split}, {buf.data() + split, buf.size() - split}};
+        EXPECT_EQ(one_shot, crc32c_iov(iov, 2)) << "split at " << split;
+    }
+
+    for (size_t first = 0; first <= buf.size(); first += 7) {
+        for (size_t second = first; second <= buf.size(); second += 5) {
+            struct iovec iov[3] = {{buf.data(), first},
+                                   {buf.data() + first, second - first},
+                                   {buf.data() + second, buf.size() - second}};
+            EXPECT_EQ(one_shot, crc32c_iov(iov, 3)) << "splits at " << first << ", " << second;
+        }
+    }
+}
+
+TEST(wire_crc32c, crc32c_iov__many_random_pieces)
+{
+    Random random(test_seed());
+    std::vector<uint8_t> buf = random_bytes(random, 4096);
+    const uint32_t one_shot = crc32c(0, buf.data(), buf.size());
+
+    for (int round = 0; round < 50; round++) {
+        std::vector<struct iovec> iov;
+        size_t offset = 0;
+        while (offset < buf.size()) {
+            const size_t piece = std::min<size_t>(random.below(100), buf.size() - offset);
+            iov.push_back({buf.data() + offset, piece});
+            offset += piece;
+        }
+        EXPECT_EQ(one_shot, crc32c_iov(iov.data(), iov.size())) << "round " << round;
+    }
+}
+
+TEST(wire_crc32c, crc32c_hw_available__follows_cpu)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    EXPECT_EQ(static_cast<bool>(__builtin_cpu_supports("sse4.2")), crc32c_hw_available());
+#else
+    EXPECT_FALSE(crc32c_hw_available());
+#endif
+    std::printf("crc32c uses the %s path\n", crc32c_hw_available() ? "SSE4.2" : "software");
+}
+
+TEST(wire_crc32c, crc32c_sw__rfc3720_vectors)
+{
+    for (const auto &vector : known_vectors()) {
+        EXPECT_EQ(vector.crc, crc32c_sw(0, vector.data.data(), vector.data.size()))
+            << vector.name;
+    }
+}
+
+TEST(wire_crc32c, crc32c_sw__equals_bitwise_reference)
+{
+    Random random(test_seed());
+    const std::vector<uint8_t> buf = random_bytes(random, 600);
+    for (size_t len = 0; len <= 512; len++) {
+        const size_t start = random.below(buf.size() - len + 1);
+        const uint32_t seed_crc = static_cast<uint32_t>(random.next());
+        EXPECT_EQ(crc32c_bitwise(seed_crc, buf.data() + start, len),
+                  crc32c_sw(seed_crc, buf.data() + start, len))
+            << "len " << len << " start " << start;
+    }
+}
+
+TEST(wire_crc32c, crc32c_sw__equals_crc32c_on_every_small_length_and_alignment)
+{
+    Random random(test_seed());
+    const std::vector<uint8_t> buf = random_bytes(random, 128);
+    for (size_t start = 0; start < 16; start++) {
+        for (size_t len = 0; len <= 96; len++) {
+            EXPECT_EQ(crc32c_sw(0, buf.data() + start, len), crc32c(0, buf.data() + start, len))
+                << "len " << len << " start " << start;
+        }
+    }
+}
+
+TEST(wire_crc32c, crc32c_sw__equals_crc32c_on_random_lengths)
+{
+    Random random(test_seed());
+    const std::vector<uint8_t> buf = random_bytes(random, 4096 + 16);
+    for (int round = 0; round < 2000; round++) {
+        const size_t len = random.below(4097);
+        const size_t start = random.below(16);
+        const uint32_t seed_crc = static_cast<uint32_t>(random.next());
+        EXPECT_EQ(crc32c_sw(seed_crc, buf.data() + start, len),
+                  crc32c(seed_crc, buf.data() + start, len))
+            << "len " << len << " start " << start;
+    }
+}
+
+} // namespace
+} // namespace srcnic
