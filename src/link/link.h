@@ -27,9 +27,11 @@ struct LinkAddr {
     size_t hash() const;
     // "1.2.3.4:5000" or "[fe80::1%2]:5000"; "unset" for family 0.
     std::string to_string() const;
-    // Parses "HOST:PORT" (numeric IPv4, or "[IPv6]:PORT"); port may be 0. INVALID_PARAM on error.
+    // Parses "HOST:PORT" (numeric IPv4, or "[IPv6]:PORT" where the IPv6 address may end in
+    // "%scope", an interface index or name); port may be 0. INVALID_PARAM on error, without
+    // logging (the caller knows where the text came from); *addr_p is set only on success.
     static srcnic_status_t parse(const char *text, LinkAddr *addr_p);
-    // Builds an address from numeric host text ("127.0.0.1", "::1") and a port.
+    // Builds an address from numeric host text ("127.0.0.1", "::1", "fe80::1%2") and a port.
     static srcnic_status_t from_ip(const char *ip_text, uint16_t port, LinkAddr *addr_p);
 };
 
@@ -51,14 +53,21 @@ struct RxDatagram {
 
 constexpr uint32_t kLinkMaxIov = 8;
 
-// Counters every link keeps (all monotonic).
+// Counters every link keeps (all monotonic). A datagram accepted by tx_burst is counted in
+// exactly one of tx_datagrams and tx_errors.
 struct LinkStats {
-    uint64_t tx_datagrams = 0;     // handed to the medium
-    uint64_t tx_bytes = 0;
-    uint64_t tx_errors = 0;        // dropped on a hard send error (not would-block)
-    uint64_t rx_datagrams = 0;     // returned by rx_burst
-    uint64_t rx_bytes = 0;
-    uint64_t rx_oversize = 0;      // dropped: longer than the receive slot
+    uint64_t tx_datagrams = 0;     // datagrams handed to the medium
+    uint64_t tx_bytes = 0;         // bytes of those datagrams
+    uint64_t tx_errors = 0;        // datagrams dropped on a hard send error or as invalid
+                                   // (longer than mtu(), too many iov, unusable destination)
+    uint64_t rx_datagrams = 0;     // datagrams returned by rx_burst
+    uint64_t rx_bytes = 0;         // bytes of those datagrams
+    uint64_t rx_oversize = 0;      // datagrams dropped: longer than the receive slot
+    uint64_t rx_errors = 0;        // receive calls that failed with a hard error (e.g. an ICMP
+                                   // error reported on the socket); the link keeps receiving
+    uint64_t rx_dropped = 0;       // datagrams for this link that the medium dropped before
+                                   // rx_burst saw them (receive queue full), as far as the
+                                   // backend can tell
 };
 
 class Link {

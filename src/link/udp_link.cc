@@ -1,0 +1,550 @@
+// The UDP backend: socket setup (bind, buffers, MTU) and batched send and receive.
+#include "link/udp_link.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace srcnic {
+
+namespace {
+
+// Control buffer per received datagram: room for one SO_RXQ_OVFL message, bytes.
+constexpr size_t kRxControlSize = CMSG_SPACE(sizeof(uint32_t));
+// Receive calls in one rx_burst that may fail with a hard error before it gives up.
+constexpr uint32_t kMaxRxErrorsPerBurst = 8;
+// IPv4 + UDP header bytes.
+constexpr uint32_t kIpv4UdpHeaders = 20 + 8;
+// IPv6 + UDP header bytes.
+constexpr uint32_t kIpv6UdpHeaders = 40 + 8;
+
+const char *family_name(int family)
+{
+    return family == AF_INET ? "IPv4" : family == AF_INET6 ? "IPv6" : "unknown family";
+}
+
+bool is_wildcard(const LinkAddr &addr)
+{
+    const size_t len = addr.family == AF_INET ? 4 : 16;
+    for (size_t i = 0; i < len; ++i) {
+        if (addr.ip[i] != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool is_loopback(const LinkAddr &addr)
+{
+    if (addr.family == AF_INET) {
+        return addr.ip[0] == 127;
+    }
+    static const uint8_t kIpv6Loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    return std::memcmp(addr.ip, kIpv6Loopback, sizeof(kIpv6Loopback)) == 0;
+}
+
+// Compares the IP of addr with a sockaddr of the same family (IPv6 scope ignored).
+bool same_ip(const LinkAddr &addr, const struct sockaddr *sa)
+{
+    if (sa == nullptr || sa->sa_family != addr.family) {
+        return false;
+    }
+    if (addr.family == AF_INET) {
+        const auto *in = reinterpret_cast<const struct sockaddr_in *>(sa);
+        return std::memcmp(&in->sin_addr, addr.ip, 4) == 0;
+    }
+    const auto *in6 = reinterpret_cast<const struct sockaddr_in6 *>(sa);
+    return std::memcmp(&in6->sin6_addr, addr.ip, 16) == 0;
+}
+
+srcnic_status_t status_from_errno(int err)
+{
+    switch (err) {
+    case EADDRINUSE:
+        return SRCNIC_ERR_BUSY;
+    case EADDRNOTAVAIL:
+        return SRCNIC_ERR_INVALID_ADDR;
+    case EAFNOSUPPORT:
+        return SRCNIC_ERR_UNSUPPORTED;
+    case ENOMEM:
+    case ENOBUFS:
+        return SRCNIC_ERR_NO_MEMORY;
+    case EMFILE:
+    case ENFILE:
+        return SRCNIC_ERR_NO_RESOURCE;
+    default:
+        return SRCNIC_ERR_IO_ERROR;
+    }
+}
+
+} // namespace
+
+srcnic_status_t UdpLink::open(const UdpLinkConfig &cfg, std::unique_ptr<Link> *link_p)
+{
+    if (link_p == nullptr) {
+        link_log_error("udp link: no output pointer");
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    if (cfg.bind_addr.family != AF_INET && cfg.bind_addr.family != AF_INET6) {
+        link_log_error("udp link: bind address %s is neither IPv4 nor IPv6",
+                       cfg.bind_addr.to_string().c_str());
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    if (cfg.batch_size == 0 || cfg.batch_size > kUdpMaxBatchSize) {
+        link_log_error("udp link: batch size %u is outside 1..%u", cfg.batch_size,
+                       kUdpMaxBatchSize);
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    if (cfg.sock_buf_size > static_cast<uint32_t>(INT_MAX)) {
+        link_log_error("udp link: socket buffer size %u is larger than %d", cfg.sock_buf_size,
+                       INT_MAX);
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+
+    std::unique_ptr<UdpLink> link(new (std::nothrow) UdpLink());
+    if (link == nullptr) {
+        link_log_error("udp link: out of memory");
+        return SRCNIC_ERR_NO_MEMORY;
+    }
+    const srcnic_status_t status = link->init(cfg);
+    if (status != SRCNIC_OK) {
+        return status;
+    }
+    *link_p = std::move(link);
+    return SRCNIC_OK;
+}
+
+UdpLink::~UdpLink()
+{
+    if (fd_ >= 0) {
+        ::close(fd_);
+    }
+}
+
+srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
+{
+    const std::string bind_text = cfg.bind_addr.to_string();
+    family_ = cfg.bind_addr.family;
+    batch_size_ = cfg.batch_size;
+
+    fd_ = ::socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) {
+        const int err = errno;
+        link_log_error("udp link: socket(%s) for %s failed: %m", family_name(family_),
+                       bind_text.c_str());
+        return status_from_errno(err);
+    }
+
+    const int one = 1;
+    if (family_ == AF_INET6 &&
+        ::setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) {
+        link_log_error("udp link: setsockopt(IPV6_V6ONLY) for %s failed: %m", bind_text.c_str());
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    // Without the drop counter the link still works; rx_dropped then stays 0.
+    if (::setsockopt(fd_, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)) != 0) {
+        link_log_error("udp link: setsockopt(SO_RXQ_OVFL) for %s failed, rx_dropped will stay "
+                       "0: %m", bind_text.c_str());
+    }
+    if (cfg.sock_buf_size != 0) {
+        const srcnic_status_t status = set_buffers(cfg.sock_buf_size);
+        if (status != SRCNIC_OK) {
+            return status;
+        }
+    }
+    int value = 0;
+    socklen_t value_len = sizeof(value);
+    if (::getsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &value, &value_len) != 0) {
+        link_log_error("udp link: getsockopt(SO_SNDBUF) failed: %m");
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    sndbuf_ = static_cast<uint32_t>(value);
+    value_len = sizeof(value);
+    if (::getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &value, &value_len) != 0) {
+        link_log_error("udp link: getsockopt(SO_RCVBUF) failed: %m");
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    rcvbuf_ = static_cast<uint32_t>(value);
+
+    SockAddr bind_sa;
+    std::memset(&bind_sa, 0, sizeof(bind_sa));
+    socklen_t bind_len;
+    if (family_ == AF_INET) {
+        bind_sa.in.sin_family = AF_INET;
+        bind_sa.in.sin_port = htons(cfg.bind_addr.port);
+        std::memcpy(&bind_sa.in.sin_addr, cfg.bind_addr.ip, 4);
+        bind_len = sizeof(bind_sa.in);
+    } else {
+        bind_sa.in6.sin6_family = AF_INET6;
+        bind_sa.in6.sin6_port = htons(cfg.bind_addr.port);
+        std::memcpy(&bind_sa.in6.sin6_addr, cfg.bind_addr.ip, 16);
+        bind_sa.in6.sin6_scope_id = cfg.bind_addr.scope_id;
+        bind_len = sizeof(bind_sa.in6);
+    }
+    if (::bind(fd_, &bind_sa.sa, bind_len) != 0) {
+        const int err = errno;
+        const char *why = err == EADDRINUSE      ? " (address already in use)"
+                          : err == EADDRNOTAVAIL ? " (address is not local)"
+                                                 : "";
+        link_log_error("udp link: bind(%s) failed%s: %m", bind_text.c_str(), why);
+        return status_from_errno(err);
+    }
+
+    SockAddr local;
+    socklen_t local_len = sizeof(local);
+    if (::getsockname(fd_, &local.sa, &local_len) != 0) {
+        link_log_error("udp link: getsockname after binding %s failed: %m", bind_text.c_str());
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    local_addr_ = cfg.bind_addr;
+    local_addr_.port = ntohs(family_ == AF_INET ? local.in.sin_port : local.in6.sin6_port);
+
+    srcnic_status_t status = choose_mtu(cfg.mtu);
+    if (status != SRCNIC_OK) {
+        return status;
+    }
+
+    tx_msgs_.reset(new (std::nothrow) struct mmsghdr[batch_size_]);
+    tx_names_.reset(new (std::nothrow) SockAddr[batch_size_]);
+    rx_msgs_.reset(new (std::nothrow) struct mmsghdr[batch_size_]);
+    rx_names_.reset(new (std::nothrow) SockAddr[batch_size_]);
+    rx_iov_.reset(new (std::nothrow) struct iovec[batch_size_]);
+    rx_control_.reset(new (std::nothrow) uint8_t[kRxControlSize * batch_size_]);
+    if (tx_msgs_ == nullptr || tx_names_ == nullptr || rx_msgs_ == nullptr ||
+        rx_names_ == nullptr || rx_iov_ == nullptr || rx_control_ == nullptr) {
+        link_log_error("udp link: out of memory for a batch of %u datagrams", batch_size_);
+        return SRCNIC_ERR_NO_MEMORY;
+    }
+    std::memset(tx_msgs_.get(), 0, sizeof(struct mmsghdr) * batch_size_);
+    std::memset(rx_msgs_.get(), 0, sizeof(struct mmsghdr) * batch_size_);
+    return SRCNIC_OK;
+}
+
+srcnic_status_t UdpLink::set_buffers(uint32_t size)
+{
+    const int value = static_cast<int>(size);
+    const struct {
+        int force;          // option that ignores the sysctl cap (needs CAP_NET_ADMIN)
+        int plain;          // option capped by net.core.[wr]mem_max
+        const char *name;   // for messages
+    } options[] = {{SO_SNDBUFFORCE, SO_SNDBUF, "SO_SNDBUF"},
+                   {SO_RCVBUFFORCE, SO_RCVBUF, "SO_RCVBUF"}};
+    for (const auto &opt : options) {
+        if (::setsockopt(fd_, SOL_SOCKET, opt.force, &value, sizeof(value)) == 0) {
+            continue;
+        }
+        if (::setsockopt(fd_, SOL_SOCKET, opt.plain, &value, sizeof(value)) != 0) {
+            link_log_error("udp link: setsockopt(%s, %u) failed: %m", opt.name, size);
+            return SRCNIC_ERR_IO_ERROR;
+        }
+    }
+    return SRCNIC_OK;
+}
+
+srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
+{
+    const uint32_t headers = family_ == AF_INET ? kIpv4UdpHeaders : kIpv6UdpHeaders;
+    const uint32_t proto_max = family_ == AF_INET ? kUdpMaxMtuIpv4 : kUdpMaxMtuIpv6;
+
+    struct ifaddrs *ifas = nullptr;
+    if (::getifaddrs(&ifas) != 0) {
+        link_log_error("udp link: getifaddrs failed: %m");
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    auto if_mtu = [this](const char *name, uint32_t *mtu_p) {
+        struct ifreq ifr;
+        std::memset(&ifr, 0, sizeof(ifr));
+        std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
+        if (::ioctl(fd_, SIOCGIFMTU, &ifr) != 0 || ifr.ifr_mtu <= 0) {
+            link_log_error("udp link: cannot read the MTU of interface %s: %m", name);
+            return false;
+        }
+        *mtu_p = static_cast<uint32_t>(ifr.ifr_mtu);
+        return true;
+    };
+
+    // The interface that holds the bound address; for an address in 127.0.0.0/8 that no
+    // interface lists (only 127.0.0.1 is), the loopback interface of the family.
+    const struct ifaddrs *holder = nullptr;
+    if (!is_wildcard(local_addr_)) {
+        for (const struct ifaddrs *ifa = ifas; holder == nullptr && ifa != nullptr;
+             ifa = ifa->ifa_next) {
+            if (same_ip(local_addr_, ifa->ifa_addr)) {
+                holder = ifa;
+            }
+        }
+        for (const struct ifaddrs *ifa = ifas;
+             holder == nullptr && is_loopback(local_addr_) && ifa != nullptr;
+             ifa = ifa->ifa_next) {
+            if (ifa->ifa_addr != nullptr && ifa->ifa_addr->sa_family == family_ &&
+                (ifa->ifa_flags & IFF_LOOPBACK) != 0) {
+                holder = ifa;
+            }
+        }
+    }
+
+    uint32_t automatic = kUdpLoopbackMtu;
+    uint32_t limit = proto_max;
+    std::string limit_reason = std::string("the ") + family_name(family_) + " UDP limit";
+    bool ok = true;
+    if (holder != nullptr) {
+        uint32_t ifmtu = 0;
+        ok = if_mtu(holder->ifa_name, &ifmtu);
+        if (ok && ifmtu <= headers) {
+            link_log_error("udp link: interface %s has an MTU of %u bytes, too small for UDP",
+                           holder->ifa_name, ifmtu);
+            ok = false;
+        }
+        if (ok && ifmtu - headers < limit) {
+            limit = ifmtu - headers;
+            limit_reason = std::string("interface ") + holder->ifa_name + " MTU " +
+                           std::to_string(ifmtu) + " minus " + std::to_string(headers) +
+                           " header bytes";
+        }
+        const bool loopback = (holder->ifa_flags & IFF_LOOPBACK) != 0;
+        automatic = loopback && kUdpLoopbackMtu < limit ? kUdpLoopbackMtu : limit;
+    } else {
+        // The wildcard, or an address no interface holds (non-local binding allowed by
+        // sysctl): the smallest MTU of the interfaces a datagram may leave by.
+        for (const struct ifaddrs *ifa = ifas; ok && ifa != nullptr; ifa = ifa->ifa_next) {
+            if (ifa->ifa_addr == nullptr || ifa->ifa_addr->sa_family != family_ ||
+                (ifa->ifa_flags & IFF_UP) == 0 || (ifa->ifa_flags & IFF_LOOPBACK) != 0) {
+                continue;
+            }
+            uint32_t ifmtu = 0;
+            ok = if_mtu(ifa->ifa_name, &ifmtu);
+            if (ok && ifmtu > headers && ifmtu - headers < automatic) {
+                automatic = ifmtu - headers;
+            }
+        }
+    }
+    ::freeifaddrs(ifas);
+    if (!ok) {
+        return SRCNIC_ERR_IO_ERROR;
+    }
+
+    if (configured == 0) {
+        mtu_ = automatic < limit ? automatic : limit;
+        return SRCNIC_OK;
+    }
+    if (configured > limit) {
+        link_log_error("udp link: mtu %u is too large for %s: at most %u (%s)", configured,
+                       local_addr_.to_string().c_str(), limit, limit_reason.c_str());
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    mtu_ = configured;
+    return SRCNIC_OK;
+}
+
+const char *UdpLink::tx_invalid_reason(const TxDatagram &dgram) const
+{
+    if (dgram.iovcnt > kLinkMaxIov) {
+        return "too many iov entries";
+    }
+    if (dgram.iovcnt > 0 && dgram.iov == nullptr) {
+        return "no iov array";
+    }
+    size_t len = 0;
+    for (uint32_t i = 0; i < dgram.iovcnt; ++i) {
+        len += dgram.iov[i].iov_len;
+    }
+    if (len > mtu_) {
+        return "longer than the mtu";
+    }
+    if (dgram.dst.family != family_) {
+        return family_ == AF_INET ? "destination is not IPv4" : "destination is not IPv6";
+    }
+    return nullptr;
+}
+
+bool UdpLink::prepare_tx(const TxDatagram &dgram, uint32_t slot)
+{
+    if (tx_invalid_reason(dgram) != nullptr) {
+        return false;
+    }
+    SockAddr &name = tx_names_[slot];
+    struct msghdr &hdr = tx_msgs_[slot].msg_hdr;
+    if (family_ == AF_INET) {
+        name.in.sin_family = AF_INET;
+        name.in.sin_port = htons(dgram.dst.port);
+        std::memcpy(&name.in.sin_addr, dgram.dst.ip, 4);
+        std::memset(name.in.sin_zero, 0, sizeof(name.in.sin_zero));
+        hdr.msg_namelen = sizeof(name.in);
+    } else {
+        name.in6.sin6_family = AF_INET6;
+        name.in6.sin6_port = htons(dgram.dst.port);
+        name.in6.sin6_flowinfo = 0;
+        std::memcpy(&name.in6.sin6_addr, dgram.dst.ip, 16);
+        name.in6.sin6_scope_id = dgram.dst.scope_id;
+        hdr.msg_namelen = sizeof(name.in6);
+    }
+    hdr.msg_name = &name;
+    // sendmmsg only reads the gather list.
+    hdr.msg_iov = const_cast<struct iovec *>(dgram.iov);
+    hdr.msg_iovlen = dgram.iovcnt;
+    hdr.msg_control = nullptr;
+    hdr.msg_controllen = 0;
+    hdr.msg_flags = 0;
+    return true;
+}
+
+uint32_t UdpLink::send_batch(const TxDatagram *dgrams, uint32_t m)
+{
+    uint32_t done = 0;
+    while (done < m) {
+        const int sent = ::sendmmsg(fd_, &tx_msgs_[done], m - done, MSG_DONTWAIT);
+        if (sent > 0) {
+            for (uint32_t i = done; i < done + static_cast<uint32_t>(sent); ++i) {
+                ++stats_.tx_datagrams;
+                stats_.tx_bytes += tx_msgs_[i].msg_len;
+            }
+            done += static_cast<uint32_t>(sent);
+            continue;
+        }
+        if (sent == 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            break;
+        }
+        // A hard error on datagram `done`: drop it like a loss and go on with the next.
+        ++stats_.tx_errors;
+        if (tx_log_.allow()) {
+            link_log_error("udp link %s: sendmmsg to %s failed, datagram dropped: %m",
+                           local_addr_.to_string().c_str(), dgrams[done].dst.to_string().c_str());
+        }
+        ++done;
+    }
+    return done;
+}
+
+uint32_t UdpLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
+{
+    uint32_t done = 0;
+    while (done < n) {
+        // A batch ends before an invalid datagram, which then starts the next one and is
+        // counted only once it is certain to be accepted.
+        uint32_t m = 0;
+        while (done + m < n && m < batch_size_ && prepare_tx(dgrams[done + m], m)) {
+            ++m;
+        }
+        if (m == 0) {
+            ++stats_.tx_errors;
+            if (tx_log_.allow()) {
+                link_log_error("udp link %s: dropping an invalid datagram to %s: %s (%u iov "
+                               "entries, mtu %u)", local_addr_.to_string().c_str(),
+                               dgrams[done].dst.to_string().c_str(),
+                               tx_invalid_reason(dgrams[done]), dgrams[done].iovcnt, mtu_);
+            }
+            ++done;
+            continue;
+        }
+        const uint32_t sent = send_batch(dgrams + done, m);
+        done += sent;
+        if (sent < m) {
+            break;
+        }
+    }
+    return done;
+}
+
+void UdpLink::note_rx_drops(const struct msghdr &hdr)
+{
+    for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&hdr); cmsg != nullptr;
+         cmsg = CMSG_NXTHDR(const_cast<struct msghdr *>(&hdr), cmsg)) {
+        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SO_RXQ_OVFL) {
+            continue;
+        }
+        uint32_t drops;
+        std::memcpy(&drops, CMSG_DATA(cmsg), sizeof(drops));
+        // The kernel's counter is cumulative and 32 bits wide; add what is new, modulo 2^32.
+        stats_.rx_dropped += static_cast<uint32_t>(drops - rx_drops_seen_);
+        rx_drops_seen_ = drops;
+    }
+}
+
+uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
+{
+    uint32_t filled = 0;
+    uint32_t errors = 0;
+    while (filled < n) {
+        const uint32_t m = n - filled < batch_size_ ? n - filled : batch_size_;
+        for (uint32_t i = 0; i < m; ++i) {
+            struct msghdr &hdr = rx_msgs_[i].msg_hdr;
+            rx_iov_[i].iov_base = slots[filled + i].buf;
+            rx_iov_[i].iov_len = slots[filled + i].capacity;
+            hdr.msg_name = &rx_names_[i];
+            hdr.msg_namelen = sizeof(SockAddr);
+            hdr.msg_iov = &rx_iov_[i];
+            hdr.msg_iovlen = 1;
+            hdr.msg_control = &rx_control_[kRxControlSize * i];
+            hdr.msg_controllen = kRxControlSize;
+            hdr.msg_flags = 0;
+        }
+        const int got = ::recvmmsg(fd_, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+        if (got < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+                break;
+            }
+            // A pending socket error (e.g. ECONNREFUSED from ICMP) is reported once and
+            // cleared by this call; the datagrams behind it are still queued.
+            ++stats_.rx_errors;
+            if (rx_log_.allow()) {
+                link_log_error("udp link %s: recvmmsg failed: %m",
+                               local_addr_.to_string().c_str());
+            }
+            if (++errors >= kMaxRxErrorsPerBurst) {
+                break;
+            }
+            continue;
+        }
+
+        // Keep the datagrams that fit; move later ones over the slots of dropped ones.
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < static_cast<uint32_t>(got); ++i) {
+            const struct mmsghdr &msg = rx_msgs_[i];
+            const RxDatagram &slot = slots[filled + i];
+            note_rx_drops(msg.msg_hdr);
+            if (msg.msg_len > slot.capacity || (msg.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
+                ++stats_.rx_oversize;
+                if (rx_log_.allow()) {
+                    link_log_error("udp link %s: dropping a %u-byte datagram: longer than the "
+                                   "receive slot (%u bytes)", local_addr_.to_string().c_str(),
+                                   msg.msg_len, slot.capacity);
+                }
+                continue;
+            }
+            RxDatagram &out = slots[filled + kept];
+            if (kept != i) {
+                std::memmove(out.buf, slot.buf, msg.msg_len);
+            }
+            out.len = msg.msg_len;
+            const SockAddr &name = rx_names_[i];
+            out.src = LinkAddr();
+            out.src.family = family_;
+            if (family_ == AF_INET) {
+                out.src.port = ntohs(name.in.sin_port);
+                std::memcpy(out.src.ip, &name.in.sin_addr, 4);
+            } else {
+                out.src.port = ntohs(name.in6.sin6_port);
+                std::memcpy(out.src.ip, &name.in6.sin6_addr, 16);
+                out.src.scope_id = name.in6.sin6_scope_id;
+            }
+            ++stats_.rx_datagrams;
+            stats_.rx_bytes += msg.msg_len;
+            ++kept;
+        }
+        filled += kept;
+        if (static_cast<uint32_t>(got) < m) {
+            break;
+        }
+    }
+    return filled;
+}
+
+} // namespace srcnic

@@ -1,0 +1,162 @@
+// The UDP backend: one non-blocking datagram socket per link, batched with sendmmsg/recvmmsg.
+//
+// Address. The socket is bound to UdpLinkConfig::bind_addr (IPv4 or IPv6, a specific local
+// address or the wildcard; port 0 picks an ephemeral port) and local_addr() reports the bound
+// address with the actual port. An IPv6 socket is IPV6_V6ONLY, so an IPv6 link never sees
+// IPv4-mapped peers and every LinkAddr it returns has the family it was opened with; a
+// datagram addressed to the other family counts as invalid (tx_errors).
+//
+// MTU. mtu() is the largest UDP payload, in bytes. With UdpLinkConfig::mtu = 0 it is chosen so
+// that a datagram is never fragmented by IP:
+//   - a specific non-loopback address: the MTU of the interface that holds it minus the IP
+//     and UDP headers (28 bytes for IPv4, 48 for IPv6);
+//   - a loopback address (127.0.0.0/8, ::1, or any address on a loopback interface):
+//     kUdpLoopbackMtu = 65000 (or the loopback interface MTU minus headers, if that is
+//     smaller). The usual loopback MTU (65536) would allow 65507/65487, but one value for
+//     both families keeps tests alike, and the margin of about 500 bytes leaves room for IP
+//     options or extension headers without crossing the 64 KiB IP length limit;
+//   - the wildcard address: the smallest MTU, minus headers, of the interfaces that are up,
+//     not loopback and have an address of the family (the route to a peer is not known when
+//     binding, so take the one that fits everywhere); kUdpLoopbackMtu if there is none.
+// A configured mtu is accepted up to the protocol limit (kUdpMaxMtuIpv4, kUdpMaxMtuIpv6),
+// further capped for a specific address by its interface's MTU minus headers (for the
+// wildcard the route is unknown, so only the protocol limit applies); a larger one is
+// INVALID_PARAM, with a message that gives the limit.
+//
+// Buffers. Both socket buffers are set to UdpLinkConfig::sock_buf_size with SO_SNDBUFFORCE /
+// SO_RCVBUFFORCE (which ignore net.core.[wr]mem_max but need CAP_NET_ADMIN) and, when that is
+// not permitted, with SO_SNDBUF / SO_RCVBUF (capped by the sysctls). sndbuf() and rcvbuf()
+// report what the kernel granted, as getsockopt reads it (Linux doubles the request to cover
+// its bookkeeping), so a deployment can see a cap it hit.
+//
+// Sending. tx_burst builds one mmsghdr per datagram that points at the caller's iovec (no
+// copy) and sends up to batch_size per sendmmsg call. A datagram that is invalid (longer than
+// mtu(), more than kLinkMaxIov entries, wrong family) or fails with a hard error (any errno
+// but EAGAIN/EWOULDBLOCK/EINTR, e.g. EMSGSIZE, ENOBUFS, ENETUNREACH, or ECONNREFUSED from an
+// earlier ICMP error) is counted in tx_errors, logged (rate-limited) and counts as accepted:
+// the reliability layer recovers it like a loss. EAGAIN/EWOULDBLOCK/EINTR ends the burst and
+// tx_burst returns the number accepted before it. Note that on Linux a UDP send over loopback
+// never blocks: a peer that does not read makes the kernel drop datagrams at the receiver
+// (visible there as rx_dropped), not block the sender.
+//
+// Receiving. rx_burst points one mmsghdr at each caller slot and receives up to batch_size
+// per recvmmsg call with MSG_TRUNC, so the kernel reports a datagram's real length: one
+// longer than its slot is dropped and counted in rx_oversize (the datagrams behind it are
+// moved up one slot; this copy happens only on that rare path). A hard receive error (a
+// pending socket error such as ECONNREFUSED) is counted in rx_errors and receiving goes on,
+// so an error can never wedge the receive loop. rx_dropped is the socket's drop counter
+// (SO_RXQ_OVFL, datagrams lost to a full receive buffer); the kernel attaches it to received
+// datagrams, so drops show up with the next datagram that is received after them.
+//
+// Threads. A UdpLink is used by one thread at a time (its owner); it takes no locks.
+#ifndef SRCNIC_LINK_UDP_LINK_H
+#define SRCNIC_LINK_UDP_LINK_H
+
+#include "link/link.h"
+#include "link/link_log.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace srcnic {
+
+// Largest UDP payload over IPv4: 65535 - 20 (IPv4 header) - 8 (UDP header), bytes.
+constexpr uint32_t kUdpMaxMtuIpv4 = 65507;
+// Largest UDP payload over IPv6 keeping the whole packet within 65535 bytes:
+// 65535 - 40 (IPv6 header) - 8 (UDP header), bytes.
+constexpr uint32_t kUdpMaxMtuIpv6 = 65487;
+// Automatic MTU on loopback addresses and the fallback for the wildcard address, bytes.
+constexpr uint32_t kUdpLoopbackMtu = 65000;
+// Default socket send and receive buffer request, bytes.
+constexpr uint32_t kUdpDefaultSockBufSize = 8u << 20;
+// Default number of datagrams per sendmmsg/recvmmsg call.
+constexpr uint32_t kUdpDefaultBatchSize = 32;
+// Largest batch: the kernel's limit on datagrams per sendmmsg/recvmmsg call (UIO_MAXIOV).
+constexpr uint32_t kUdpMaxBatchSize = 1024;
+
+struct UdpLinkConfig {
+    LinkAddr bind_addr;      // local IPv4 or IPv6 address to bind, or the wildcard (0.0.0.0,
+                             // ::); port 0 = an ephemeral port
+    uint32_t mtu = 0;        // largest datagram payload, bytes; 0 = automatic (see above)
+    uint32_t sock_buf_size = kUdpDefaultSockBufSize; // requested SO_SNDBUF and SO_RCVBUF,
+                                                     // bytes (at most INT_MAX); 0 = keep the
+                                                     // kernel's defaults
+    uint32_t batch_size = kUdpDefaultBatchSize; // datagrams per sendmmsg/recvmmsg call,
+                                                // 1..kUdpMaxBatchSize
+};
+
+class UdpLink final : public Link {
+public:
+    // Opens and binds the socket. Errors are logged; bind failures map to BUSY (address in
+    // use), INVALID_ADDR (address not local) or IO_ERROR; a bad config to INVALID_PARAM.
+    // *link_p is set only on success.
+    static srcnic_status_t open(const UdpLinkConfig &cfg, std::unique_ptr<Link> *link_p);
+
+    ~UdpLink() override;
+    UdpLink(const UdpLink &) = delete;
+    UdpLink &operator=(const UdpLink &) = delete;
+
+    uint32_t tx_burst(const TxDatagram *dgrams, uint32_t n) override;
+    uint32_t rx_burst(RxDatagram *slots, uint32_t n) override;
+    const LinkAddr &local_addr() const override { return local_addr_; }
+    uint32_t mtu() const override { return mtu_; }
+    // The socket itself: readable while a datagram (or a pending error) is queued.
+    int event_fd() const override { return fd_; }
+    const LinkStats &stats() const override { return stats_; }
+
+    // Socket send buffer size the kernel granted, bytes, as getsockopt(SO_SNDBUF) reports it.
+    uint32_t sndbuf() const { return sndbuf_; }
+    // Socket receive buffer size the kernel granted, bytes, as getsockopt(SO_RCVBUF) reports.
+    uint32_t rcvbuf() const { return rcvbuf_; }
+    // Datagrams per sendmmsg/recvmmsg call.
+    uint32_t batch_size() const { return batch_size_; }
+
+private:
+    // A socket address of either family.
+    union SockAddr {
+        struct sockaddr sa;       // generic view, for the syscalls
+        struct sockaddr_in in;    // AF_INET
+        struct sockaddr_in6 in6;  // AF_INET6
+    };
+
+    UdpLink() = default;
+    srcnic_status_t init(const UdpLinkConfig &cfg);
+    srcnic_status_t set_buffers(uint32_t size);
+    srcnic_status_t choose_mtu(uint32_t configured);
+    // Why dgram cannot be sent (too long, too many iov entries, wrong family), or nullptr.
+    const char *tx_invalid_reason(const TxDatagram &dgram) const;
+    // Points send header `slot` at dgram; false (and nothing done) if dgram is invalid.
+    bool prepare_tx(const TxDatagram &dgram, uint32_t slot);
+    // Sends headers [0, m) (for dgrams[0, m)); returns how many were sent or dropped on a
+    // hard error before the socket would block.
+    uint32_t send_batch(const TxDatagram *dgrams, uint32_t m);
+    // Adds the drops a received datagram's SO_RXQ_OVFL message reports to rx_dropped.
+    void note_rx_drops(const struct msghdr &hdr);
+
+    int fd_ = -1;                  // the bound UDP socket, non-blocking
+    uint8_t family_ = 0;           // AF_INET or AF_INET6
+    LinkAddr local_addr_;          // bound address with the actual port
+    uint32_t mtu_ = 0;             // largest datagram payload, bytes
+    uint32_t batch_size_ = 0;      // datagrams per sendmmsg/recvmmsg call
+    uint32_t sndbuf_ = 0;          // granted send buffer, bytes (getsockopt)
+    uint32_t rcvbuf_ = 0;          // granted receive buffer, bytes (getsockopt)
+    uint32_t rx_drops_seen_ = 0;   // last SO_RXQ_OVFL value the kernel reported, datagrams
+    LinkStats stats_;              // counters (see link.h)
+
+    std::unique_ptr<struct mmsghdr[]> tx_msgs_;  // batch_size_ send headers
+    std::unique_ptr<SockAddr[]> tx_names_;       // destination of each send header
+    std::unique_ptr<struct mmsghdr[]> rx_msgs_;  // batch_size_ receive headers
+    std::unique_ptr<SockAddr[]> rx_names_;       // source of each received datagram
+    std::unique_ptr<struct iovec[]> rx_iov_;     // one iovec per receive header (caller slot)
+    std::unique_ptr<uint8_t[]> rx_control_;      // control buffer per receive header, for
+                                                 // the SO_RXQ_OVFL message
+    LinkLogLimit tx_log_;          // rate limit for send-path messages
+    LinkLogLimit rx_log_;          // rate limit for receive-path messages
+};
+
+} // namespace srcnic
+
+#endif
