@@ -1,15 +1,198 @@
-/* The srcnic engine's public C API: a software SRC NIC that the UCT transport drives. */
+/* The srcnic engine's public C API: a software SRC NIC that the UCT transport drives.
+ *
+ * Objects: a NIC (one UDP endpoint, a peer table of connections to remote NICs, a memory
+ * region table), QPs (host-to-NIC channels bound to no peer: a send ring of WQEs, a receive
+ * ring of buffers and a completion ring), memory regions with rkeys, and destinations
+ * (remote NIC + QP number, naming a connection slot; creating one sends nothing).
+ *
+ * Threading: a NIC and everything created from it are used by one thread at a time; the
+ * caller serialises (the UCT glue holds the worker's async lock). Progress happens only in
+ * srcnic_nic_progress(). */
 #ifndef SRCNIC_SRCNIC_H
 #define SRCNIC_SRCNIC_H
 
 #include <srcnic/status.h>
+#include <srcnic/wqe.h>
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+typedef struct srcnic_pd srcnic_pd_t;
+typedef struct srcnic_nic srcnic_nic_t;
+typedef struct srcnic_qp srcnic_qp_t;
+typedef struct srcnic_mr srcnic_mr_t;
+
+/* A NIC's network identity (32 bytes, plain data: the UCT glue packs it into addresses). */
+typedef struct srcnic_nic_addr {
+    uint8_t  family;        /* AF_INET or AF_INET6 */
+    uint8_t  reserved;
+    uint16_t port;          /* UDP port, host byte order */
+    uint32_t scope_id;      /* IPv6 scope id, else 0 */
+    uint8_t  ip[16];        /* network byte order; IPv4 in the first 4 bytes */
+    uint64_t incarnation;   /* random, chosen when the NIC is created; detects restarts */
+} srcnic_nic_addr_t;
+
+/* NIC configuration; srcnic_config_init() fills the defaults documented per field. */
+typedef struct srcnic_config {
+    char     bind_addr[64];    /* numeric IPv4/IPv6 address to bind; default "127.0.0.1" */
+    uint16_t port;             /* UDP port; 0 (default) = any free port */
+    uint32_t mtu;              /* largest datagram, bytes; 0 (default) = the link's */
+    uint32_t window;           /* packets in flight per connection (default 64, 2..1024) */
+    uint32_t rto_us;           /* initial retransmission timeout, µs (default 5000) */
+    uint32_t rto_max_us;       /* backoff ceiling, µs (default 200000) */
+    uint32_t retry_count;      /* timeouts without progress before a connection fails (default 16) */
+    uint32_t peer_timeout_ms;  /* unacknowledged data older than this fails the connection (default 10000) */
+    uint32_t rnr_delay_us;     /* first back-off after a receiver-not-ready NAK, µs (default 100) */
+    uint32_t max_connections;  /* peer-table slots (default 4096) */
+    uint32_t max_inflight;     /* in-flight message descriptors per NIC (default 4096) */
+    uint32_t rx_buffers;       /* packet buffers for receive and reordering (default 1024) */
+    uint32_t sock_buf;         /* socket send/receive buffer, bytes (default 8 MiB) */
+    uint32_t job_key;          /* packets with another key are dropped (default 0) */
+    srcnic_pd_t *pd;           /* protection domain whose memory regions peers may access;
+                                  NULL (default): a domain of the NIC's own */
+    /* Fault injection for tests (default off): probabilities in [0,1] on receive and send. */
+    double   fault_drop;
+    double   fault_duplicate;
+    double   fault_reorder;
+    double   fault_corrupt;
+    uint64_t fault_seed;       /* seed of the fault generator (default 1) */
+} srcnic_config_t;
+
+void srcnic_config_init(srcnic_config_t *config);
+
 /* The engine's version, "MAJOR.MINOR.PATCH". */
 const char *srcnic_version(void);
+
+/* --- NIC ------------------------------------------------------------------------------- */
+
+srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **nic_p);
+void srcnic_nic_destroy(srcnic_nic_t *nic);
+void srcnic_nic_query_addr(const srcnic_nic_t *nic, srcnic_nic_addr_t *addr_p);
+/* Largest message (SEND, WRITE or READ), bytes. */
+size_t srcnic_nic_max_msg(const srcnic_nic_t *nic);
+
+/* Moves everything forward: receive, respond, complete, transmit, retransmit. Returns the
+ * number of packets and completions handled (0 = idle). Never blocks. */
+unsigned srcnic_nic_progress(srcnic_nic_t *nic);
+
+/* A file descriptor that polls readable when progress has work (a packet arrived or a timer
+ * is due), after srcnic_nic_arm() returned OK. */
+int srcnic_nic_event_fd(const srcnic_nic_t *nic);
+/* Arms the event fd. BUSY if work is already pending (a completion not yet polled, a packet
+ * waiting, data to transmit): call progress instead of sleeping. */
+srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic);
+
+/* --- counters -------------------------------------------------------------------------- */
+
+#define SRCNIC_FOREACH_COUNTER(_) \
+    _(TX_PACKETS,          "packets transmitted, retransmissions included") \
+    _(RX_PACKETS,          "datagrams received") \
+    _(TX_BYTES,            "bytes transmitted") \
+    _(RX_BYTES,            "bytes received") \
+    _(RETRANSMITS,         "packets retransmitted") \
+    _(FAST_RETRANSMITS,    "retransmissions triggered by a selective-ack gap") \
+    _(TIMEOUTS,            "retransmission timer expiries") \
+    _(ACKS_SENT,           "pure acknowledgement packets sent") \
+    _(DUPLICATES,          "sequenced packets received again") \
+    _(OUT_OF_ORDER,        "sequenced packets buffered for reordering") \
+    _(RNR_SENT,            "receiver-not-ready NAKs sent") \
+    _(RNR_RECEIVED,        "receiver-not-ready NAKs received") \
+    _(CONN_OPENED,         "connections opened") \
+    _(CONN_FAILED,         "connections failed (timeout, reset or peer restart)") \
+    _(CONN_REFUSED,        "connection attempts refused: peer table full") \
+    _(DROP_TRUNCATED,      "drop: datagram shorter than its header claims") \
+    _(DROP_BAD_VERSION,    "drop: unknown protocol version") \
+    _(DROP_BAD_CHECKSUM,   "drop: CRC32C mismatch") \
+    _(DROP_WRONG_JOB_KEY,  "drop: job key differs") \
+    _(DROP_UNKNOWN_OPCODE, "drop: opcode not in the table") \
+    _(DROP_BAD_FLAGS,      "drop: unknown flags or non-zero reserved fields") \
+    _(DROP_BAD_LENGTH,     "drop: payload length inconsistent with the type") \
+    _(DROP_WRONG_NIC,      "drop: addressed to another incarnation of this NIC") \
+    _(DROP_NO_CONN,        "drop: no connection matches and the packet cannot open one") \
+    _(DROP_WRONG_GEN,      "drop: connection id or generation does not match the sender") \
+    _(DROP_OUT_OF_WINDOW,  "drop: PSN beyond the receive window") \
+    _(DROP_NO_BUFFER,      "drop: out-of-order packet evicted for lack of packet buffers") \
+    _(DROP_BAD_RESPONSE,   "drop: response or ack that matches no outstanding request") \
+    _(ACCESS_ERRORS,       "remote accesses refused by the memory-region check") \
+    _(RECV_TRUNCATED,      "SENDs refused: larger than the posted receive buffer") \
+    _(NO_SUCH_QP,          "requests refused: destination QP does not exist")
+
+typedef enum srcnic_counter {
+#define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,
+    SRCNIC_FOREACH_COUNTER(SRCNIC_COUNTER_ENUM)
+#undef SRCNIC_COUNTER_ENUM
+    SRCNIC_CNT_LAST
+} srcnic_counter_t;
+
+uint64_t srcnic_nic_counter(const srcnic_nic_t *nic, srcnic_counter_t counter);
+const char *srcnic_counter_name(srcnic_counter_t counter);
+/* Bytes of engine state held for one connection (excluding shared packet buffers). */
+size_t srcnic_conn_state_bytes(const srcnic_nic_t *nic);
+/* Connections currently open. */
+unsigned srcnic_nic_num_connections(const srcnic_nic_t *nic);
+
+/* --- QPs ------------------------------------------------------------------------------- */
+
+typedef struct srcnic_qp_config {
+    uint32_t sq_size;    /* send ring entries (power of 2; default 256) */
+    uint32_t rq_size;    /* receive ring entries (power of 2; default 256) */
+} srcnic_qp_config_t;
+
+void srcnic_qp_config_init(srcnic_qp_config_t *config);
+srcnic_status_t srcnic_qp_create(srcnic_nic_t *nic, const srcnic_qp_config_t *config,
+                                 srcnic_qp_t **qp_p);
+/* Completes every outstanding work request with CANCELED (not polled) and frees the QP. */
+void srcnic_qp_destroy(srcnic_qp_t *qp);
+uint32_t srcnic_qp_num(const srcnic_qp_t *qp);
+
+/* Posts a SEND, WRITE or READ. NO_RESOURCE if the send ring is full; INVALID_PARAM for a
+ * malformed WQE (bad opcode, too many SGEs, inline too long, message too long). */
+srcnic_status_t srcnic_post_send(srcnic_qp_t *qp, const srcnic_wqe_t *wqe);
+/* Posts a receive buffer. NO_RESOURCE if the receive ring is full. */
+srcnic_status_t srcnic_post_recv(srcnic_qp_t *qp, const srcnic_recv_wqe_t *wqe);
+/* Cancels the work this QP has outstanding towards dest: each request completes at once with
+ * CANCELED (requests partly transmitted are finished on the wire as NOPs, so the peer never
+ * sees a torn message). Returns how many were cancelled. */
+unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest);
+/* Takes up to max completions; returns how many were written to cqes. */
+unsigned srcnic_poll_cq(srcnic_qp_t *qp, srcnic_cqe_t *cqes, unsigned max);
+/* Work requests posted and not yet polled as completions. */
+unsigned srcnic_qp_outstanding(const srcnic_qp_t *qp);
+
+/* --- protection domains and memory regions --------------------------------------------- */
+
+/* A protection domain holds memory regions; every NIC created with it (srcnic_config_t.pd)
+ * accepts remote accesses to them. Registration is thread-safe. Destroy it after its NICs. */
+srcnic_status_t srcnic_pd_create(srcnic_pd_t **pd_p);
+void srcnic_pd_destroy(srcnic_pd_t *pd);
+srcnic_status_t srcnic_pd_mr_reg(srcnic_pd_t *pd, void *addr, size_t length, unsigned access,
+                                 srcnic_mr_t **mr_p);
+
+enum {
+    SRCNIC_ACCESS_REMOTE_READ  = 1u << 0,
+    SRCNIC_ACCESS_REMOTE_WRITE = 1u << 1
+};
+
+/* Registers in the NIC's protection domain. */
+srcnic_status_t srcnic_mr_reg(srcnic_nic_t *nic, void *addr, size_t length, unsigned access,
+                              srcnic_mr_t **mr_p);
+/* The key a peer presents to access the region; unguessable, never reused by the NIC. */
+uint64_t srcnic_mr_rkey(const srcnic_mr_t *mr);
+void srcnic_mr_dereg(srcnic_mr_t *mr);
+
+/* --- destinations ---------------------------------------------------------------------- */
+
+/* Names (remote NIC, remote QP). Looks up or reserves the connection slot for the remote NIC
+ * and sends nothing. NO_RESOURCE if the peer table is full. */
+srcnic_status_t srcnic_dest_create(srcnic_nic_t *nic, const srcnic_nic_addr_t *remote,
+                                   uint32_t remote_qpn, srcnic_dest_t *dest_p);
+/* OK while the destination's connection is usable; else why it failed
+ * (ENDPOINT_TIMEOUT, CONNECTION_RESET). */
+srcnic_status_t srcnic_dest_status(const srcnic_nic_t *nic, srcnic_dest_t dest);
 
 #ifdef __cplusplus
 }

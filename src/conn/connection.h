@@ -1,0 +1,126 @@
+// Reliability state between this NIC and one remote NIC, shared by every QP on both
+// (PROTOCOL.md §5). The transmit half holds the messages in flight, in PSN order; the receive
+// half holds the next expected PSN, a bounded reorder buffer and the message being received.
+// Nothing here is per QP.
+//
+// Transmit PSNs:   acked_psn <= send_psn <= next_psn
+//   [acked_psn, send_psn)  transmitted, not yet acknowledged (at most `window` of them)
+//   [send_psn, next_psn)   assigned to a message, not yet transmitted
+//   resend_psn             while < send_psn: next packet to retransmit (RTO, RNR, SACK gap)
+// A message gets its PSN range when the requester takes it (or the responder creates it), so
+// an acknowledgement that covers a PSN also orders everything assigned before it.
+#ifndef SRCNIC_CONN_CONNECTION_H
+#define SRCNIC_CONN_CONNECTION_H
+
+#include "link/link.h"
+
+#include <srcnic/srcnic.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace srcnic {
+
+class Qp;
+
+// PSNs are compared circularly (32-bit serial arithmetic).
+inline bool psn_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+
+// A message on a connection's transmit FIFO: a request taken from a QP, or an answer created
+// by the responder. Preallocated in the NIC's pool (srcnic_config_t.max_inflight).
+struct TxMsg {
+    enum class Kind : uint8_t { kRequest, kReadResponse, kErrorResponse };
+
+    Kind kind = Kind::kRequest;
+    uint8_t opcode = 0;        // wire Opcode of its packets
+    bool acked = false;        // every PSN acknowledged
+    bool answered = false;     // READ: every response byte placed (or an error came back)
+    bool cancelled = false;    // not to be completed or placed; remaining packets go as NOPs
+    int16_t status = 0;        // srcnic_status_t to complete with
+    uint32_t psn_first = 0;    // first PSN
+    uint32_t npkts = 0;        // PSNs it occupies (>= 1)
+    uint32_t length = 0;       // payload bytes of the whole message
+    uint32_t read_placed = 0;  // READ: response bytes placed so far
+    uint32_t req_psn = 0;      // answers: first PSN of the request answered
+    uint32_t peer_qpn = 0;     // dst_qpn on the wire
+    uint32_t local_qpn = 0;    // src_qpn on the wire (requests: the posting QP)
+    Qp *qp = nullptr;          // requests: the QP that completes it; nullptr once cancelled
+    uint64_t src_addr = 0;     // READ_RESP: first byte of the local source
+    srcnic_wqe_t wqe;          // requests: the WQE as posted (sge list, inline data, wr_id)
+    TxMsg *next = nullptr;     // FIFO / free list link
+
+    uint32_t psn_end() const { return psn_first + npkts; }
+};
+
+enum class ConnState : uint8_t {
+    kFree,      // slot unused
+    kOpen,      // usable (packets may or may not have been exchanged yet)
+};
+
+struct Connection {
+    // --- identity ---
+    ConnState state = ConnState::kFree;
+    uint16_t gen = 0;              // bumped whenever the slot is freed
+    uint32_t id = 0;               // slot | gen << 16 (never 0)
+    LinkAddr peer_addr;            // remote NIC's link address
+    uint64_t peer_nic = 0;         // remote NIC incarnation
+    uint32_t peer_conn = 0;        // remote connection id, 0 until learned
+    uint32_t failed_gen = 0xffff;  // generation that failed last, for srcnic_dest_status
+    int16_t fail_status = 0;       // why it failed
+
+    // --- transmit half ---
+    uint32_t next_psn = 1;         // next PSN to assign
+    uint32_t send_psn = 1;         // next PSN never transmitted
+    uint32_t acked_psn = 1;        // oldest PSN not acknowledged
+    uint32_t resend_psn = 1;       // next PSN to retransmit while < send_psn
+    uint64_t peer_sack = 0;        // receiver's latest selective-ack bitmap ...
+    uint32_t sack_base = 0;        //   ... of the PSNs after this one
+    TxMsg *head = nullptr;         // oldest message (PSN order)
+    TxMsg *tail = nullptr;
+    uint64_t rto_deadline_ns = 0;  // retransmit when reached; 0 = no timer
+    uint32_t rto_us = 0;           // current timeout, µs (doubles on expiry)
+    uint32_t srtt_us = 0;          // smoothed round-trip time, µs (0 = no sample yet)
+    uint32_t rttvar_us = 0;        // round-trip time variation, µs
+    bool rtt_timing = false;       // a packet is being timed ...
+    uint32_t rtt_psn = 0;          //   ... this one
+    uint64_t rtt_start_ns = 0;     //   ... sent then
+    uint32_t retries = 0;          // expiries since the last progress
+    uint64_t progress_ns = 0;      // last time acked_psn moved (or data first went out)
+    uint64_t rnr_until_ns = 0;     // no transmission before this (receiver not ready)
+    uint32_t rnr_delay_us = 0;     // current RNR back-off
+    uint64_t fast_rtx_ns = 0;      // last fast retransmit, to pace them
+    uint32_t err_answers_unsent = 0; // error answers not yet transmitted (they hold acks back)
+    bool has_deferred_ack = false; // an ACK arrived before the reverse packets it follows
+    uint32_t deferred_pos = 0;     //   its stream position
+    uint32_t deferred_ack = 0;     //   its cumulative ack
+
+    // --- receive half ---
+    uint32_t expected_psn = 1;     // next PSN to deliver
+    bool ack_pending = false;      // something to acknowledge
+    bool ack_now = false;          // acknowledge in this progress call, even without data
+    uint32_t unacked_rx = 0;       // packets delivered since the last acknowledgement sent
+    uint64_t ack_since_ns = 0;     // when ack_pending became true
+    uint32_t reorder_count = 0;    // buffered out-of-order packets
+    std::unique_ptr<int32_t[]> reorder;   // window slots: rx buffer index or -1
+    std::unique_ptr<uint32_t[]> reorder_len;
+    struct Inbound {
+        bool active = false;       // a multi-packet message is being received
+        bool discard = false;      // refused: consume its remaining packets silently
+        uint8_t opcode = 0;
+        Qp *qp = nullptr;          // SEND: receiving QP
+        srcnic_recv_wqe_t rwqe{};  // SEND: the buffer taken from its receive ring
+        uint32_t offset = 0;       // SEND: bytes placed
+        uint32_t src_qpn = 0;
+        uint32_t imm = 0;
+        uint32_t length = 0;
+    } inbound;
+
+    // --- scheduling ---
+    bool in_active = false;        // on the NIC's list of connections with work or timers
+
+    bool unacked() const { return acked_psn != send_psn; }
+};
+
+} // namespace srcnic
+
+#endif

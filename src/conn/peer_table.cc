@@ -1,0 +1,114 @@
+// The peer table: connection slots indexed by connection id (slot | generation << 16), the
+// address map consulted only when a packet does not carry our id yet, and failure handling.
+#include "nic/nic.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <algorithm>
+
+namespace srcnic {
+
+Connection *Nic::conn_by_id(uint32_t id)
+{
+    const uint32_t slot = id & 0xffff;
+    if (slot == 0 || slot >= conns_.size()) {
+        return nullptr;
+    }
+    Connection *c = &conns_[slot];
+    return (c->state == ConnState::kOpen && c->id == id) ? c : nullptr;
+}
+
+Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
+{
+    if (free_slots_.empty()) {
+        count(SRCNIC_CNT_CONN_REFUSED);
+        SRCNIC_LOG_RATELIMITED(LogLevel::kWarn, "peer table full (%u connections): refusing %s",
+                               num_conns_, addr.to_string().c_str());
+        return nullptr;
+    }
+    const uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    Connection *c = &conns_[slot];
+    const uint16_t gen = c->gen;
+    const uint32_t failed_gen = c->failed_gen;
+    const int16_t fail_status = c->fail_status;
+    const bool in_active = c->in_active;
+    std::unique_ptr<int32_t[]> reorder = std::move(c->reorder);
+    std::unique_ptr<uint32_t[]> reorder_len = std::move(c->reorder_len);
+    *c = Connection();
+    c->gen = gen;
+    c->failed_gen = failed_gen;
+    c->fail_status = fail_status;
+    c->in_active = in_active;
+    c->id = slot | (static_cast<uint32_t>(gen) << 16);
+    c->state = ConnState::kOpen;
+    c->peer_addr = addr;
+    c->peer_nic = peer_nic;
+    c->rto_us = config_.rto_us;
+    c->rnr_delay_us = config_.rnr_delay_us;
+    if (!reorder) {
+        reorder.reset(new int32_t[config_.window]);
+        reorder_len.reset(new uint32_t[config_.window]);
+    }
+    std::fill(reorder.get(), reorder.get() + config_.window, -1);
+    c->reorder = std::move(reorder);
+    c->reorder_len = std::move(reorder_len);
+    conn_by_addr_[addr] = slot;
+    ++num_conns_;
+    count(SRCNIC_CNT_CONN_OPENED);
+    SRCNIC_LOG_DEBUG("connection %u opened to %s (nic %llx)", c->id, addr.to_string().c_str(),
+                     static_cast<unsigned long long>(peer_nic));
+    return c;
+}
+
+void Nic::conn_fail(Connection *c, srcnic_status_t status)
+{
+    count(SRCNIC_CNT_CONN_FAILED);
+    SRCNIC_LOG_RATELIMITED(LogLevel::kWarn, "connection %u to %s failed: %s", c->id,
+                           c->peer_addr.to_string().c_str(), srcnic_status_string(status));
+    while (c->head != nullptr) {
+        TxMsg *m = c->head;
+        c->head = m->next;
+        if (m->kind == TxMsg::Kind::kRequest && !m->cancelled && m->qp != nullptr) {
+            m->status = static_cast<int16_t>(status);
+            complete_request(m);
+        }
+        msg_free(m);
+    }
+    c->tail = nullptr;
+    abort_inbound(c, status);
+    c->failed_gen = c->gen;
+    c->fail_status = static_cast<int16_t>(status);
+    conn_release(c);
+}
+
+void Nic::conn_release(Connection *c)
+{
+    for (uint32_t i = 0; i < config_.window; ++i) {
+        if (c->reorder[i] >= 0) {
+            buf_free(c->reorder[i]);
+            c->reorder[i] = -1;
+        }
+    }
+    auto it = conn_by_addr_.find(c->peer_addr);
+    const uint32_t slot = c->id & 0xffff;
+    if (it != conn_by_addr_.end() && it->second == slot) {
+        conn_by_addr_.erase(it);
+    }
+    c->state = ConnState::kFree;
+    c->gen = static_cast<uint16_t>(c->gen + 1);
+    c->id = 0;
+    free_slots_.push_back(slot);
+    --num_conns_;
+}
+
+void Nic::activate(Connection *c)
+{
+    if (!c->in_active) {
+        c->in_active = true;
+        active_.push_back(c);
+    }
+}
+
+} // namespace srcnic

@@ -1,0 +1,20 @@
+// Limits of the engine configuration and its validation.
+#ifndef SRCNIC_CORE_NIC_CONFIG_H
+#define SRCNIC_CORE_NIC_CONFIG_H
+
+#include <srcnic/srcnic.h>
+
+#include <cstdint>
+
+namespace srcnic {
+
+constexpr uint32_t kMaxWindow = 1024;          // packets in flight per connection
+constexpr uint32_t kMaxConnections = 65534;    // peer-table slots (16-bit slot in the id)
+constexpr uint32_t kMinMtu = 512;              // smallest usable datagram, bytes
+
+// OK, or INVALID_PARAM after logging which value is wrong and what range it must be in.
+srcnic_status_t validate_config(const srcnic_config_t &config);
+
+} // namespace srcnic
+
+#endif

@@ -1,0 +1,68 @@
+// Completer: handles answers to this NIC's requests (READ responses placed into the READ's
+// scatter list, error answers recorded on the request) and completes requests in order.
+#include "nic/nic.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace srcnic {
+
+TxMsg *Nic::find_request(Connection *c, uint32_t req_psn)
+{
+    for (TxMsg *m = c->head; m != nullptr; m = m->next) {
+        if (m->kind == TxMsg::Kind::kRequest && m->psn_first == req_psn) {
+            return m;
+        }
+        if (psn_before(req_psn, m->psn_first)) {
+            break;
+        }
+    }
+    return nullptr;
+}
+
+void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *payload)
+{
+    TxMsg *m = find_request(c, h.req_psn);
+    if (m == nullptr) {
+        count(SRCNIC_CNT_DROP_BAD_RESPONSE);
+        return;
+    }
+    if (h.opcode == static_cast<uint8_t>(Opcode::kERR_RESP)) {
+        if (!m->cancelled) {
+            m->status = static_cast<int16_t>(static_cast<int32_t>(h.imm));
+            m->answered = true;
+        }
+        complete_in_order(c);
+        return;
+    }
+    // READ_RESP: bytes [addr, addr + payload_len) of the read.
+    if (m->opcode != static_cast<uint8_t>(Opcode::kREAD_REQ) || h.msg_len != m->length ||
+        h.addr != m->read_placed || h.payload_len > m->length - m->read_placed) {
+        count(SRCNIC_CNT_DROP_BAD_RESPONSE);
+        return;
+    }
+    if (!m->cancelled) {
+        uint32_t offset = static_cast<uint32_t>(h.addr);
+        uint32_t left = h.payload_len;
+        const uint8_t *src = payload;
+        for (unsigned i = 0; i < m->wqe.num_sge && left > 0; ++i) {
+            const srcnic_sge_t &sge = m->wqe.u.sge[i];
+            if (offset >= sge.length) {
+                offset -= sge.length;
+                continue;
+            }
+            const uint32_t take = std::min(left, sge.length - offset);
+            std::memcpy(reinterpret_cast<void *>(sge.addr + offset), src, take);
+            src += take;
+            left -= take;
+            offset = 0;
+        }
+    }
+    m->read_placed += h.payload_len;
+    if (h.flags & kFlagLast) {
+        m->answered = true;
+        complete_in_order(c);
+    }
+}
+
+} // namespace srcnic

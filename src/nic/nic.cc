@@ -1,0 +1,330 @@
+// The Nic's life cycle, object management (QPs, memory regions, destinations), the progress
+// loop that runs the stages in order, and event-fd arming.
+#include "nic/nic.h"
+
+#include "core/clock.h"
+#include "core/nic_config.h"
+#include "core/log.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+namespace srcnic {
+
+Nic::Nic(const srcnic_config_t &config, std::unique_ptr<Link> link)
+    : config_(config), link_(std::move(link)), random_(now_ns() ^ reinterpret_cast<uintptr_t>(this)),
+      own_pd_(config.pd == nullptr ? new srcnic_pd(random_.next()) : nullptr),
+      pd_(config.pd != nullptr ? config.pd : own_pd_.get()), mrs_(pd_->mrs)
+{
+    config_.pd = nullptr;
+}
+
+srcnic_status_t Nic::create(const srcnic_config_t &config, std::unique_ptr<Link> link,
+                            std::unique_ptr<Nic> *nic_p)
+{
+    srcnic_status_t status = validate_config(config);
+    if (status != SRCNIC_OK) {
+        return status;
+    }
+    std::unique_ptr<Nic> nic(new Nic(config, std::move(link)));
+    status = nic->init();
+    if (status != SRCNIC_OK) {
+        return status;
+    }
+    *nic_p = std::move(nic);
+    return SRCNIC_OK;
+}
+
+srcnic_status_t Nic::init()
+{
+    const LinkAddr &la = link_->local_addr();
+    addr_.family = la.family;
+    addr_.port = la.port;
+    addr_.scope_id = la.scope_id;
+    std::memcpy(addr_.ip, la.ip, sizeof(addr_.ip));
+    do {
+        addr_.incarnation = random_.next();
+    } while (addr_.incarnation == 0);
+
+    mtu_ = link_->mtu();
+    if (config_.mtu != 0) {
+        if (config_.mtu > mtu_) {
+            SRCNIC_LOG_ERROR("mtu=%u is larger than the link allows (%u): lower it or use 0",
+                             config_.mtu, mtu_);
+            return SRCNIC_ERR_INVALID_PARAM;
+        }
+        mtu_ = config_.mtu;
+    }
+    if (mtu_ < kMinMtu) {
+        SRCNIC_LOG_ERROR("link mtu %u is below the minimum of %u bytes", mtu_, kMinMtu);
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    seg_payload_ = mtu_ - static_cast<uint32_t>(sizeof(PacketHeader));
+    // A message may span at most half the PSN space that serial arithmetic can order, and the
+    // CQE reports its length in 32 bits.
+    max_msg_ = std::min<size_t>(static_cast<size_t>(seg_payload_) * (1u << 20), 1ull << 31);
+
+    qps_.reserve(64);
+    conns_.resize(config_.max_connections + 1);
+    for (uint32_t slot = config_.max_connections; slot >= 1; --slot) {
+        free_slots_.push_back(slot);
+    }
+    active_.reserve(64);
+
+    msgs_.resize(config_.max_inflight);
+    for (TxMsg &m : msgs_) {
+        m.next = free_msgs_;
+        free_msgs_ = &m;
+    }
+    msgs_free_ = config_.max_inflight;
+
+    buffers_.resize(static_cast<size_t>(config_.rx_buffers) * mtu_);
+    free_bufs_.reserve(config_.rx_buffers);
+    for (int32_t b = static_cast<int32_t>(config_.rx_buffers) - 1; b >= 0; --b) {
+        free_bufs_.push_back(b);
+    }
+
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (epoll_fd_ < 0 || timer_fd_ < 0) {
+        SRCNIC_LOG_ERROR("epoll_create1/timerfd_create failed: %m");
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev) != 0 ||
+        (link_->event_fd() >= 0 && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_->event_fd(), &ev) != 0)) {
+        SRCNIC_LOG_ERROR("epoll_ctl failed: %m");
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    SRCNIC_LOG_DEBUG("nic %s incarnation %llx mtu %u window %u", link_->local_addr().to_string().c_str(),
+                     static_cast<unsigned long long>(addr_.incarnation), mtu_, config_.window);
+    return SRCNIC_OK;
+}
+
+Nic::~Nic()
+{
+    for (Qp *qp : qps_) {
+        delete qp;
+    }
+    if (epoll_fd_ >= 0) {
+        close(epoll_fd_);
+    }
+    if (timer_fd_ >= 0) {
+        close(timer_fd_);
+    }
+}
+
+unsigned Nic::progress()
+{
+    tx_blocked_ = false;
+    unsigned n = rx_poll();
+    n += requester_take();
+    n += tx_schedule(now_ns());
+    tx_flush();
+    return n;
+}
+
+srcnic_status_t Nic::arm()
+{
+    for (const Qp *qp : qps_) {
+        if (qp != nullptr && (!qp->cq_empty() || !const_cast<Qp *>(qp)->sq().empty())) {
+            return SRCNIC_ERR_BUSY;
+        }
+    }
+    uint64_t deadline = 0;
+    for (const Connection *c : active_) {
+        if (c->state != ConnState::kOpen) {
+            continue;
+        }
+        const bool can_send = psn_before(c->send_psn, c->next_psn) &&
+                              c->send_psn - c->acked_psn < config_.window;
+        const bool resend = psn_before(c->resend_psn, c->send_psn);
+        if ((can_send || resend) && c->rnr_until_ns == 0) {
+            return SRCNIC_ERR_BUSY;
+        }
+        uint64_t next = c->rto_deadline_ns;
+        if (c->rnr_until_ns != 0 && (next == 0 || c->rnr_until_ns < next)) {
+            next = c->rnr_until_ns;
+        }
+        if (c->ack_pending) {
+            const uint64_t ack_at = c->ack_since_ns + kAckDelayNs;
+            if (next == 0 || ack_at < next) {
+                next = ack_at;
+            }
+        }
+        if (next != 0 && (deadline == 0 || next < deadline)) {
+            deadline = next;
+        }
+    }
+    struct itimerspec its = {};
+    if (deadline != 0) {
+        its.it_value.tv_sec = static_cast<time_t>(deadline / kNsPerSec);
+        its.it_value.tv_nsec = static_cast<long>(deadline % kNsPerSec);
+    }
+    if (timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &its, nullptr) != 0) {
+        SRCNIC_LOG_ERROR("timerfd_settime failed: %m");
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    if (deadline != 0 && deadline <= now_ns()) {
+        return SRCNIC_ERR_BUSY;
+    }
+    return SRCNIC_OK;
+}
+
+srcnic_status_t Nic::qp_create(const srcnic_qp_config_t &config, Qp **qp_p)
+{
+    auto pow2 = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
+    if (!pow2(config.sq_size) || !pow2(config.rq_size) || config.sq_size > (1u << 16) ||
+        config.rq_size > (1u << 16)) {
+        SRCNIC_LOG_ERROR("QP ring sizes must be powers of 2 up to 65536 (sq_size=%u rq_size=%u)",
+                         config.sq_size, config.rq_size);
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    size_t index = std::find(qps_.begin(), qps_.end(), nullptr) - qps_.begin();
+    if (index == qps_.size()) {
+        qps_.push_back(nullptr);
+    }
+    Qp *qp = new Qp(this, static_cast<uint32_t>(index + 1), config.sq_size, config.rq_size);
+    qps_[index] = qp;
+    *qp_p = qp;
+    return SRCNIC_OK;
+}
+
+void Nic::qp_destroy(Qp *qp)
+{
+    for (size_t slot = 1; slot < conns_.size(); ++slot) {
+        Connection &c = conns_[slot];
+        if (c.state != ConnState::kOpen) {
+            continue;
+        }
+        for (TxMsg *m = c.head; m != nullptr; m = m->next) {
+            if (m->qp == qp) {
+                m->cancelled = true;
+                m->qp = nullptr;
+            }
+        }
+        if (c.inbound.active && c.inbound.qp == qp) {
+            c.inbound.qp = nullptr;
+            c.inbound.discard = true;
+        }
+    }
+    qps_[qp->qpn() - 1] = nullptr;
+    delete qp;
+}
+
+srcnic_status_t Nic::validate_wqe(const srcnic_wqe_t &wqe) const
+{
+    uint64_t length = 0;
+    if (wqe.opcode != SRCNIC_OP_SEND && wqe.opcode != SRCNIC_OP_WRITE &&
+        wqe.opcode != SRCNIC_OP_READ) {
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    if (wqe.flags & SRCNIC_WQE_FLAG_INLINE) {
+        if (wqe.opcode == SRCNIC_OP_READ || wqe.inline_len > SRCNIC_WQE_INLINE_MAX) {
+            return SRCNIC_ERR_INVALID_PARAM;
+        }
+        length = wqe.inline_len;
+    } else {
+        if (wqe.num_sge > SRCNIC_WQE_MAX_SGE) {
+            return SRCNIC_ERR_INVALID_PARAM;
+        }
+        for (unsigned i = 0; i < wqe.num_sge; ++i) {
+            length += wqe.u.sge[i].length;
+        }
+    }
+    if ((wqe.flags & ~SRCNIC_WQE_FLAG_INLINE) != 0 || length > max_msg_) {
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    return SRCNIC_OK;
+}
+
+srcnic_status_t Nic::mr_reg(void *addr, size_t length, unsigned access, srcnic_mr_t **mr_p)
+{
+    return srcnic_pd_mr_reg(pd_, addr, length, access, mr_p);
+}
+
+void Nic::mr_dereg(srcnic_mr_t *mr)
+{
+    srcnic_mr_dereg(mr);
+}
+
+unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest)
+{
+    requester_take();   // what is still in the send ring is outstanding too
+    Connection *c = conn_by_id(dest.peer);
+    if (c == nullptr) {
+        return 0;
+    }
+    unsigned n = 0;
+    for (TxMsg *m = c->head; m != nullptr; m = m->next) {
+        if (m->qp == qp && !m->cancelled && m->peer_qpn == dest.qpn &&
+            m->kind == TxMsg::Kind::kRequest) {
+            m->status = SRCNIC_ERR_CANCELED;
+            complete_request(m);
+            m->cancelled = true;
+            m->qp = nullptr;
+            ++n;
+        }
+    }
+    return n;
+}
+
+srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, srcnic_dest_t *dest_p)
+{
+    LinkAddr la;
+    la.family = remote.family;
+    la.port = remote.port;
+    la.scope_id = remote.scope_id;
+    std::memcpy(la.ip, remote.ip, sizeof(la.ip));
+    if (la.family != link_->local_addr().family || qpn == 0 || remote.incarnation == 0) {
+        return SRCNIC_ERR_INVALID_ADDR;
+    }
+    Connection *c = nullptr;
+    auto it = conn_by_addr_.find(la);
+    if (it != conn_by_addr_.end()) {
+        c = &conns_[it->second];
+        if (c->peer_nic != remote.incarnation) {
+            // The address now belongs to a new incarnation: the old peer is gone.
+            conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
+            c = nullptr;
+        }
+    }
+    if (c == nullptr) {
+        c = conn_open(la, remote.incarnation);
+        if (c == nullptr) {
+            return SRCNIC_ERR_NO_RESOURCE;
+        }
+    }
+    dest_p->peer = c->id;
+    dest_p->qpn = qpn;
+    return SRCNIC_OK;
+}
+
+srcnic_status_t Nic::dest_status(srcnic_dest_t dest) const
+{
+    const uint32_t slot = dest.peer & 0xffff;
+    const uint32_t gen = dest.peer >> 16;
+    if (slot == 0 || slot >= conns_.size()) {
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    const Connection &c = conns_[slot];
+    if (c.state == ConnState::kOpen && c.gen == gen) {
+        return SRCNIC_OK;
+    }
+    if (c.failed_gen == gen) {
+        return static_cast<srcnic_status_t>(c.fail_status);
+    }
+    return SRCNIC_ERR_CONNECTION_RESET;
+}
+
+size_t Nic::conn_state_bytes() const
+{
+    return sizeof(Connection) + config_.window * (sizeof(int32_t) + sizeof(uint32_t));
+}
+
+} // namespace srcnic

@@ -1,0 +1,187 @@
+// The software SRC NIC: owns the link, the QPs, the memory-region table, the peer table of
+// connections and the packet buffers, and runs the pipeline of DESIGN.md §4:
+//
+//   TX: QP send rings --requester--> connection FIFOs --tx scheduler--> link.tx_burst
+//   RX: link.rx_burst --rx demux--> responder (requests) / completer (answers, acks)
+//
+// Each stage is a file of its own (requester.cc, tx_scheduler.cc, rx_demux.cc, responder.cc,
+// completer.cc); stages hand work to each other only through connection state and the
+// connection's place on the active list, never by calling into each other's logic.
+#ifndef SRCNIC_NIC_NIC_H
+#define SRCNIC_NIC_NIC_H
+
+#include "conn/connection.h"
+#include "core/random.h"
+#include "link/link.h"
+#include "mr/mr_table.h"
+#include "qp/qp.h"
+#include "wire/header.h"
+
+#include <srcnic/srcnic.h>
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+struct srcnic_nic {
+    virtual ~srcnic_nic() = default;
+};
+
+struct srcnic_pd {
+    explicit srcnic_pd(uint64_t seed) : mrs(seed) {}
+    srcnic::MrTable mrs;
+};
+
+struct srcnic_mr {
+    srcnic_pd *pd;
+    uint32_t slot;
+    uint64_t rkey;
+};
+
+namespace srcnic {
+
+struct LinkAddrHash {
+    size_t operator()(const LinkAddr &a) const { return a.hash(); }
+};
+
+// A pure acknowledgement waits this long for reverse traffic to ride on (PROTOCOL.md §5.3).
+constexpr uint64_t kAckDelayNs = 20 * 1000;
+// Message descriptors the requester leaves for the responder's answers.
+constexpr unsigned kAnswerReserve = 16;
+
+class Nic : public srcnic_nic {
+public:
+    // Creates a NIC over a given link (tests: loopback or faulty links). The config is
+    // validated; a bad value is INVALID_PARAM with a message naming it.
+    static srcnic_status_t create(const srcnic_config_t &config, std::unique_ptr<Link> link,
+                                  std::unique_ptr<Nic> *nic_p);
+    // Creates a NIC over UDP (and the faulty link when fault injection is configured).
+    static srcnic_status_t create_udp(const srcnic_config_t &config, std::unique_ptr<Nic> *nic_p);
+    ~Nic() override;
+
+    const srcnic_nic_addr_t &addr() const { return addr_; }
+    size_t max_msg() const { return max_msg_; }
+    unsigned progress();
+    int event_fd() const { return epoll_fd_; }
+    srcnic_status_t arm();
+
+    srcnic_status_t qp_create(const srcnic_qp_config_t &config, Qp **qp_p);
+    void qp_destroy(Qp *qp);
+    srcnic_status_t validate_wqe(const srcnic_wqe_t &wqe) const;
+
+    srcnic_status_t mr_reg(void *addr, size_t length, unsigned access, srcnic_mr_t **mr_p);
+    void mr_dereg(srcnic_mr_t *mr);
+    unsigned qp_cancel(Qp *qp, srcnic_dest_t dest);
+
+    srcnic_status_t dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, srcnic_dest_t *dest_p);
+    srcnic_status_t dest_status(srcnic_dest_t dest) const;
+
+    uint64_t counter(srcnic_counter_t c) const { return counters_[c]; }
+    unsigned num_connections() const { return num_conns_; }
+    size_t conn_state_bytes() const;
+    Link &link() { return *link_; }
+
+private:
+    Nic(const srcnic_config_t &config, std::unique_ptr<Link> link);
+    srcnic_status_t init();
+    void count(srcnic_counter_t c, uint64_t n = 1) { counters_[c] += n; }
+
+    // --- peer table (conn/peer_table.cc) ---
+    Connection *conn_by_id(uint32_t id);
+    Connection *conn_open(const LinkAddr &addr, uint64_t peer_nic);
+    void conn_fail(Connection *c, srcnic_status_t status);
+    void conn_release(Connection *c);
+    void activate(Connection *c);
+
+    // --- requester (requester.cc): QP send rings -> connection FIFOs ---
+    unsigned requester_take();
+    void complete_request(TxMsg *m);
+    void complete_in_order(Connection *c);
+    TxMsg *msg_alloc();
+    void msg_free(TxMsg *m);
+    void msg_append(Connection *c, TxMsg *m);
+
+    // --- tx scheduler (tx_scheduler.cc): connection FIFOs -> link ---
+    unsigned tx_schedule(uint64_t now);
+    bool tx_packet(Connection *c, uint32_t psn, bool retransmit);
+    void tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm);
+    void tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn);
+    void fill_ack(Connection *c, PacketHeader *h);
+    PacketHeader *tx_slot(const LinkAddr &dst, struct iovec **iov_p);
+    void tx_commit(uint32_t iovcnt, Connection *c);
+    void tx_flush();
+    void check_timers(Connection *c, uint64_t now);
+    void arm_timer();
+
+    // --- rx demux (rx_demux.cc): link -> stages ---
+    unsigned rx_poll();
+    void rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src);
+    void rx_sequenced(Connection *c, int32_t buf, uint32_t len);
+    void rx_deliver(Connection *c, int32_t buf, uint32_t len);
+    void rx_control(Connection *c, const PacketHeader &h);
+    void apply_ack(Connection *c, uint32_t ack_psn);
+    void note_sack(Connection *c, const PacketHeader &h);
+    uint64_t rx_sack(const Connection *c) const;
+    int32_t buf_alloc();
+    void buf_free(int32_t b);
+    uint8_t *buf_data(int32_t b) { return &buffers_[static_cast<size_t>(b) * mtu_]; }
+
+    // --- responder (responder.cc): requests ---
+    // Returns false if the packet must not be consumed (receiver not ready).
+    bool respond(Connection *c, const PacketHeader &h, const uint8_t *payload);
+    bool respond_send(Connection *c, const PacketHeader &h, const uint8_t *payload);
+    bool respond_write(Connection *c, const PacketHeader &h, const uint8_t *payload);
+    bool respond_read(Connection *c, const PacketHeader &h);
+    bool answer_error(Connection *c, const PacketHeader &h, srcnic_status_t status);
+    void abort_inbound(Connection *c, srcnic_status_t status);
+
+    // --- completer (completer.cc): answers to our requests ---
+    void complete_answer(Connection *c, const PacketHeader &h, const uint8_t *payload);
+    TxMsg *find_request(Connection *c, uint32_t req_psn);
+
+    srcnic_config_t config_;
+    std::unique_ptr<Link> link_;
+    srcnic_nic_addr_t addr_{};
+    uint32_t mtu_ = 0;              // datagram bytes (header included)
+    uint32_t seg_payload_ = 0;      // payload bytes per packet
+    size_t max_msg_ = 0;
+    uint64_t counters_[SRCNIC_CNT_LAST] = {};
+    Random random_;
+
+    std::vector<Qp *> qps_;         // by qpn - 1; nullptr = free
+    std::unique_ptr<srcnic_pd> own_pd_;   // when the config names no protection domain
+    srcnic_pd *pd_ = nullptr;       // whose regions remote accesses may touch
+    MrTable &mrs_;
+
+    std::vector<Connection> conns_; // slot 0 unused (id 0 means "unknown")
+    std::vector<uint32_t> free_slots_;
+    std::unordered_map<LinkAddr, uint32_t, LinkAddrHash> conn_by_addr_;
+    unsigned num_conns_ = 0;
+    std::vector<Connection *> active_;   // connections with work, acks or timers
+
+    std::vector<TxMsg> msgs_;       // pool
+    TxMsg *free_msgs_ = nullptr;
+    unsigned msgs_free_ = 0;
+
+    std::vector<uint8_t> buffers_;  // rx_buffers x mtu
+    std::vector<int32_t> free_bufs_;
+
+    // Transmit batch (flushed to the link when full and at the end of progress).
+    static constexpr uint32_t kTxBatch = 32;
+    PacketHeader tx_hdrs_[kTxBatch];
+    struct iovec tx_iov_[kTxBatch][kLinkMaxIov];
+    TxDatagram tx_dgrams_[kTxBatch];
+    Connection *tx_conn_[kTxBatch];   // connection each datagram belongs to (nullptr: none)
+    uint32_t tx_count_ = 0;
+    bool tx_blocked_ = false;       // the link would block: stop generating packets
+
+    int epoll_fd_ = -1;
+    int timer_fd_ = -1;
+};
+
+inline Nic *to_nic(srcnic_nic_t *nic) { return static_cast<Nic *>(nic); }
+inline const Nic *to_nic(const srcnic_nic_t *nic) { return static_cast<const Nic *>(nic); }
+
+} // namespace srcnic
+
+#endif

@@ -1,0 +1,138 @@
+// Requester: takes WQEs from the QPs' send rings, gives each the connection cached in its
+// destination (no lookup: the id indexes the peer table) and a PSN range, and appends it to
+// that connection's FIFO. Completes requests in order per connection.
+#include "nic/nic.h"
+
+#include "core/clock.h"
+
+namespace srcnic {
+
+TxMsg *Nic::msg_alloc()
+{
+    TxMsg *m = free_msgs_;
+    if (m == nullptr) {
+        return nullptr;
+    }
+    free_msgs_ = m->next;
+    --msgs_free_;
+    m->next = nullptr;
+    m->acked = m->answered = m->cancelled = false;
+    m->status = SRCNIC_OK;
+    m->read_placed = 0;
+    m->qp = nullptr;
+    return m;
+}
+
+void Nic::msg_free(TxMsg *m)
+{
+    m->next = free_msgs_;
+    free_msgs_ = m;
+    ++msgs_free_;
+}
+
+void Nic::msg_append(Connection *c, TxMsg *m)
+{
+    m->psn_first = c->next_psn;
+    c->next_psn += m->npkts;
+    m->next = nullptr;
+    if (c->tail != nullptr) {
+        c->tail->next = m;
+    } else {
+        c->head = m;
+    }
+    c->tail = m;
+    activate(c);
+}
+
+unsigned Nic::requester_take()
+{
+    unsigned taken = 0;
+    for (Qp *qp : qps_) {
+        if (qp == nullptr) {
+            continue;
+        }
+        auto &sq = qp->sq();
+        while (!sq.empty() && msgs_free_ > kAnswerReserve) {
+            const srcnic_wqe_t &wqe = sq.front();
+            Connection *c = conn_by_id(wqe.dest.peer);
+            if (c == nullptr) {
+                srcnic_status_t status = dest_status(wqe.dest);
+                srcnic_cqe_t cqe = {};
+                cqe.wr_id = wqe.wr_id;
+                cqe.status = static_cast<int16_t>(status == SRCNIC_OK ? SRCNIC_ERR_CONNECTION_RESET
+                                                                      : status);
+                cqe.opcode = wqe.opcode;
+                qp->complete(cqe);
+                sq.pop();
+                ++taken;
+                continue;
+            }
+            TxMsg *m = msg_alloc();
+            m->kind = TxMsg::Kind::kRequest;
+            m->wqe = wqe;
+            sq.pop();
+            m->qp = qp;
+            m->local_qpn = qp->qpn();
+            m->peer_qpn = wqe.dest.qpn;
+            uint64_t length = 0;
+            if (wqe.flags & SRCNIC_WQE_FLAG_INLINE) {
+                length = wqe.inline_len;
+            } else {
+                for (unsigned i = 0; i < wqe.num_sge; ++i) {
+                    length += wqe.u.sge[i].length;
+                }
+            }
+            m->length = static_cast<uint32_t>(length);
+            switch (wqe.opcode) {
+            case SRCNIC_OP_SEND: m->opcode = static_cast<uint8_t>(Opcode::kSEND); break;
+            case SRCNIC_OP_WRITE: m->opcode = static_cast<uint8_t>(Opcode::kWRITE); break;
+            default: m->opcode = static_cast<uint8_t>(Opcode::kREAD_REQ); break;
+            }
+            m->npkts = (wqe.opcode == SRCNIC_OP_READ || length == 0)
+                           ? 1
+                           : static_cast<uint32_t>((length + seg_payload_ - 1) / seg_payload_);
+            if (!c->unacked() && c->head == nullptr) {
+                c->progress_ns = now_ns();
+            }
+            msg_append(c, m);
+            ++taken;
+        }
+    }
+    return taken;
+}
+
+void Nic::complete_request(TxMsg *m)
+{
+    srcnic_cqe_t cqe = {};
+    cqe.wr_id = m->wqe.wr_id;
+    cqe.status = m->status;
+    cqe.opcode = m->wqe.opcode;
+    cqe.byte_len = m->length;
+    m->qp->complete(cqe);
+}
+
+void Nic::complete_in_order(Connection *c)
+{
+    while (c->head != nullptr) {
+        TxMsg *m = c->head;
+        if (!m->acked) {
+            break;
+        }
+        if (m->kind == TxMsg::Kind::kRequest) {
+            const bool is_read = m->opcode == static_cast<uint8_t>(Opcode::kREAD_REQ);
+            if (is_read && !m->answered && !m->cancelled) {
+                break;
+            }
+            if (!m->cancelled && m->qp != nullptr) {
+                complete_request(m);
+            }
+        }
+        c->head = m->next;
+        if (c->head == nullptr) {
+            c->tail = nullptr;
+        }
+        msg_free(m);
+    }
+}
+
+} // namespace srcnic

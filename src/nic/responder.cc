@@ -1,0 +1,217 @@
+// Responder: executes requests in PSN order. SEND lands in the destination QP's next posted
+// receive buffer (or is refused with a receiver-not-ready NAK, never dropped silently); WRITE
+// is placed at the rkey-checked address; READ queues a response on the same connection. A
+// refused request gets an error answer and its remaining segments are consumed untouched.
+#include "nic/nic.h"
+
+#include "core/log.h"
+
+#include <cstring>
+
+namespace srcnic {
+
+bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t *payload)
+{
+    Connection::Inbound &in = c->inbound;
+    if (h.opcode == static_cast<uint8_t>(Opcode::kNOP)) {
+        // The sender cancelled the message this PSN belonged to (§3.6).
+        if (in.active) {
+            abort_inbound(c, SRCNIC_ERR_CANCELED);
+        }
+        return true;
+    }
+    if (h.flags & kFlagFirst) {
+        if (in.active) {
+            abort_inbound(c, SRCNIC_ERR_CANCELED);   // a message never finished: the sender is broken
+        }
+    } else if (!in.active || in.opcode != h.opcode) {
+        count(SRCNIC_CNT_DROP_BAD_RESPONSE);          // a middle segment without its first
+        return true;
+    } else if (in.discard) {
+        if (h.flags & kFlagLast) {
+            in = Connection::Inbound();
+        }
+        return true;
+    }
+    switch (static_cast<Opcode>(h.opcode)) {
+    case Opcode::kSEND: return respond_send(c, h, payload);
+    case Opcode::kWRITE: return respond_write(c, h, payload);
+    case Opcode::kREAD_REQ: return respond_read(c, h);
+    default: return true;
+    }
+}
+
+bool Nic::respond_send(Connection *c, const PacketHeader &h, const uint8_t *payload)
+{
+    Connection::Inbound &in = c->inbound;
+    if (h.flags & kFlagFirst) {
+        Qp *qp = (h.dst_qpn != 0 && h.dst_qpn <= qps_.size()) ? qps_[h.dst_qpn - 1] : nullptr;
+        srcnic_status_t refuse = SRCNIC_OK;
+        if (qp == nullptr) {
+            refuse = SRCNIC_ERR_UNREACHABLE;
+        } else if (qp->rq().empty()) {
+            count(SRCNIC_CNT_RNR_SENT);
+            tx_control(c, Opcode::kNAK, h.psn, static_cast<uint32_t>(NakReason::kRnr));
+            return false;
+        } else if (h.msg_len > qp->rq().front().length) {
+            refuse = SRCNIC_ERR_MESSAGE_TRUNCATED;
+        }
+        if (refuse != SRCNIC_OK) {
+            if (!answer_error(c, h, refuse)) {
+                return false;
+            }
+            count(refuse == SRCNIC_ERR_UNREACHABLE ? SRCNIC_CNT_NO_SUCH_QP : SRCNIC_CNT_RECV_TRUNCATED);
+            if (!(h.flags & kFlagLast)) {
+                in = Connection::Inbound();
+                in.active = in.discard = true;
+                in.opcode = h.opcode;
+            }
+            return true;
+        }
+        in = Connection::Inbound();
+        in.active = true;
+        in.opcode = h.opcode;
+        in.qp = qp;
+        in.rwqe = qp->rq().front();
+        qp->rq().pop();
+        in.src_qpn = h.src_qpn;
+        in.imm = h.imm;
+        in.length = h.msg_len;
+    }
+    if (h.addr != in.offset || h.payload_len > in.length - in.offset || h.msg_len != in.length) {
+        count(SRCNIC_CNT_DROP_BAD_RESPONSE);   // inconsistent segment: refuse the message
+        abort_inbound(c, SRCNIC_ERR_IO_ERROR);
+        in.active = in.discard = !(h.flags & kFlagLast);
+        in.opcode = h.opcode;
+        return true;
+    }
+    if (in.qp != nullptr && h.payload_len != 0) {
+        std::memcpy(reinterpret_cast<void *>(in.rwqe.addr + in.offset), payload, h.payload_len);
+    }
+    in.offset += h.payload_len;
+    if (h.flags & kFlagLast) {
+        if (in.qp != nullptr) {
+            srcnic_cqe_t cqe = {};
+            cqe.wr_id = in.rwqe.wr_id;
+            cqe.status = SRCNIC_OK;
+            cqe.opcode = SRCNIC_OP_RECV;
+            cqe.byte_len = in.offset;
+            cqe.imm = in.imm;
+            cqe.src_qpn = in.src_qpn;
+            cqe.src_peer = c->id;
+            in.qp->complete(cqe);
+        }
+        in = Connection::Inbound();
+    }
+    return true;
+}
+
+bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *payload)
+{
+    Connection::Inbound &in = c->inbound;
+    if (h.flags & kFlagFirst) {
+        // The whole message must fit the region before any of it is placed (§6).
+        if (!mrs_.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_WRITE)) {
+            if (!answer_error(c, h, SRCNIC_ERR_REMOTE_ACCESS)) {
+                return false;
+            }
+            count(SRCNIC_CNT_ACCESS_ERRORS);
+            if (!(h.flags & kFlagLast)) {
+                in = Connection::Inbound();
+                in.active = in.discard = true;
+                in.opcode = h.opcode;
+            }
+            return true;
+        }
+        in = Connection::Inbound();
+        in.active = !(h.flags & kFlagLast);
+        in.opcode = h.opcode;
+        in.length = h.msg_len;
+    }
+    // Every segment is checked on its own too: a forged middle segment touches nothing.
+    if (!mrs_.check(h.rkey, h.addr, h.payload_len, SRCNIC_ACCESS_REMOTE_WRITE)) {
+        count(SRCNIC_CNT_ACCESS_ERRORS);
+        in.discard = !(h.flags & kFlagLast);
+        if (h.flags & kFlagLast) {
+            in = Connection::Inbound();
+        }
+        return true;
+    }
+    if (h.payload_len != 0) {
+        std::memcpy(reinterpret_cast<void *>(h.addr), payload, h.payload_len);
+    }
+    if (h.flags & kFlagLast) {
+        in = Connection::Inbound();
+    }
+    return true;
+}
+
+bool Nic::respond_read(Connection *c, const PacketHeader &h)
+{
+    if (!mrs_.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_READ)) {
+        if (!answer_error(c, h, SRCNIC_ERR_REMOTE_ACCESS)) {
+            return false;
+        }
+        count(SRCNIC_CNT_ACCESS_ERRORS);
+        return true;
+    }
+    TxMsg *m = msg_alloc();
+    if (m == nullptr) {
+        count(SRCNIC_CNT_RNR_SENT);
+        tx_control(c, Opcode::kNAK, h.psn, static_cast<uint32_t>(NakReason::kRnr));
+        return false;
+    }
+    m->kind = TxMsg::Kind::kReadResponse;
+    m->opcode = static_cast<uint8_t>(Opcode::kREAD_RESP);
+    m->length = h.msg_len;
+    m->npkts = h.msg_len == 0 ? 1 : (h.msg_len + seg_payload_ - 1) / seg_payload_;
+    m->src_addr = h.addr;
+    m->req_psn = h.psn;
+    m->local_qpn = h.dst_qpn;
+    m->peer_qpn = h.src_qpn;
+    m->acked = false;
+    msg_append(c, m);
+    return true;
+}
+
+bool Nic::answer_error(Connection *c, const PacketHeader &h, srcnic_status_t status)
+{
+    TxMsg *m = msg_alloc();
+    if (m == nullptr) {
+        count(SRCNIC_CNT_RNR_SENT);
+        tx_control(c, Opcode::kNAK, h.psn, static_cast<uint32_t>(NakReason::kRnr));
+        return false;
+    }
+    m->kind = TxMsg::Kind::kErrorResponse;
+    m->opcode = static_cast<uint8_t>(Opcode::kERR_RESP);
+    m->status = static_cast<int16_t>(status);
+    m->length = 0;
+    m->npkts = 1;
+    m->req_psn = h.psn;
+    m->local_qpn = h.dst_qpn;
+    m->peer_qpn = h.src_qpn;
+    ++c->err_answers_unsent;
+    msg_append(c, m);
+    SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "refused %s psn %u from %s: %s",
+                           opcode_info(h.opcode).name, h.psn, c->peer_addr.to_string().c_str(),
+                           srcnic_status_string(status));
+    return true;
+}
+
+void Nic::abort_inbound(Connection *c, srcnic_status_t status)
+{
+    Connection::Inbound &in = c->inbound;
+    if (in.active && in.opcode == static_cast<uint8_t>(Opcode::kSEND) && in.qp != nullptr) {
+        // The buffer goes back to the host with the reason; nothing is delivered.
+        srcnic_cqe_t cqe = {};
+        cqe.wr_id = in.rwqe.wr_id;
+        cqe.status = static_cast<int16_t>(status);
+        cqe.opcode = SRCNIC_OP_RECV;
+        cqe.src_qpn = in.src_qpn;
+        cqe.src_peer = c->id;
+        in.qp->complete(cqe);
+    }
+    in = Connection::Inbound();
+}
+
+} // namespace srcnic

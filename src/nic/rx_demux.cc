@@ -1,0 +1,390 @@
+// Rx demux: takes datagrams from the link, drops and counts what fails the header checks,
+// finds the connection from the id the packet carries (validated against the sender's address,
+// incarnation and connection id; the address map is consulted only until the sender has
+// learned our id), puts sequenced packets in PSN order, and hands requests to the responder
+// and answers to the completer. Control packets (ACK, NAK, RST) are handled here.
+#include "nic/nic.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace srcnic {
+
+namespace {
+
+constexpr uint32_t kRxBurst = 32;
+
+srcnic_counter_t drop_counter(HeaderError err)
+{
+    switch (err) {
+    case HeaderError::kTruncated: return SRCNIC_CNT_DROP_TRUNCATED;
+    case HeaderError::kBadVersion: return SRCNIC_CNT_DROP_BAD_VERSION;
+    case HeaderError::kBadChecksum: return SRCNIC_CNT_DROP_BAD_CHECKSUM;
+    case HeaderError::kWrongJobKey: return SRCNIC_CNT_DROP_WRONG_JOB_KEY;
+    case HeaderError::kUnknownOpcode: return SRCNIC_CNT_DROP_UNKNOWN_OPCODE;
+    case HeaderError::kBadFlags: return SRCNIC_CNT_DROP_BAD_FLAGS;
+    default: return SRCNIC_CNT_DROP_BAD_LENGTH;
+    }
+}
+
+} // namespace
+
+int32_t Nic::buf_alloc()
+{
+    if (free_bufs_.empty()) {
+        return -1;
+    }
+    const int32_t b = free_bufs_.back();
+    free_bufs_.pop_back();
+    return b;
+}
+
+void Nic::buf_free(int32_t b)
+{
+    free_bufs_.push_back(b);
+}
+
+unsigned Nic::rx_poll()
+{
+    // Out-of-order packets hold buffers; if they starve reception, give some back (their
+    // senders retransmit them) so the in-order packets that unblock everything can arrive.
+    if (free_bufs_.size() < kRxBurst) {
+        for (Connection *c : active_) {
+            if (c->state != ConnState::kOpen || c->reorder_count == 0) {
+                continue;
+            }
+            for (uint32_t i = 0; i < config_.window; ++i) {
+                if (c->reorder[i] >= 0) {
+                    buf_free(c->reorder[i]);
+                    c->reorder[i] = -1;
+                    count(SRCNIC_CNT_DROP_NO_BUFFER);
+                }
+            }
+            c->reorder_count = 0;
+            if (free_bufs_.size() >= kRxBurst) {
+                break;
+            }
+        }
+    }
+    RxDatagram slots[kRxBurst];
+    int32_t bufs[kRxBurst];
+    uint32_t n = 0;
+    while (n < kRxBurst && !free_bufs_.empty()) {
+        bufs[n] = buf_alloc();
+        slots[n].buf = buf_data(bufs[n]);
+        slots[n].capacity = mtu_;
+        ++n;
+    }
+    const uint32_t got = n ? link_->rx_burst(slots, n) : 0;
+    for (uint32_t i = got; i < n; ++i) {
+        buf_free(bufs[i]);
+    }
+    for (uint32_t i = 0; i < got; ++i) {
+        count(SRCNIC_CNT_RX_PACKETS);
+        count(SRCNIC_CNT_RX_BYTES, slots[i].len);
+        rx_datagram(bufs[i], slots[i].len, slots[i].src);
+    }
+    return got;
+}
+
+void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
+{
+    const uint8_t *data = buf_data(buf);
+    const HeaderError err = check_header(data, len, config_.job_key);
+    if (err != HeaderError::kOk) {
+        count(drop_counter(err));
+        SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "drop datagram from %s: %s",
+                               src.to_string().c_str(), to_string(err));
+        buf_free(buf);
+        return;
+    }
+    PacketHeader h;
+    std::memcpy(&h, data, sizeof(h));
+    if (log_enabled(LogLevel::kTrace)) {
+        SRCNIC_LOG_TRACE("rx %s from %s", to_string(h).c_str(), src.to_string().c_str());
+    }
+    const bool is_rst = h.opcode == static_cast<uint8_t>(Opcode::kRST);
+    const bool is_syn = (h.flags & kFlagSyn) != 0;
+    if (h.dst_nic != addr_.incarnation) {
+        // Meant for an earlier incarnation of this NIC (§5.6): tell the sender.
+        count(SRCNIC_CNT_DROP_WRONG_NIC);
+        if (!is_rst) {
+            tx_reset(src, h.src_nic, h.src_conn);
+        }
+        buf_free(buf);
+        return;
+    }
+
+    Connection *c = nullptr;
+    if (h.dst_conn != 0) {
+        c = conn_by_id(h.dst_conn);
+        if (c != nullptr && c->peer_addr != src) {
+            c = nullptr;
+        }
+    } else {
+        auto it = conn_by_addr_.find(src);
+        if (it != conn_by_addr_.end()) {
+            c = &conns_[it->second];
+        }
+    }
+    if (c != nullptr && c->peer_nic != h.src_nic) {
+        // The peer restarted (§5.6): nothing of the old connection may mix with the new one.
+        conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
+        c = nullptr;
+    }
+    if (c != nullptr && c->peer_conn != 0 && c->peer_conn != h.src_conn) {
+        if (is_syn && !is_rst) {
+            // The peer dropped its side and opened a new connection.
+            conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
+            c = nullptr;
+        } else {
+            count(SRCNIC_CNT_DROP_WRONG_GEN);
+            buf_free(buf);
+            return;
+        }
+    }
+    if (c == nullptr) {
+        if (is_rst) {
+            buf_free(buf);
+            return;
+        }
+        if (!is_syn || h.dst_conn != 0 || !opcode_info(h.opcode).sequenced) {
+            count(h.dst_conn != 0 ? SRCNIC_CNT_DROP_WRONG_GEN : SRCNIC_CNT_DROP_NO_CONN);
+            tx_reset(src, h.src_nic, h.src_conn);
+            buf_free(buf);
+            return;
+        }
+        c = conn_open(src, h.src_nic);
+        if (c == nullptr) {
+            tx_reset(src, h.src_nic, h.src_conn);
+            buf_free(buf);
+            return;
+        }
+    }
+    if (c->peer_conn == 0) {
+        c->peer_conn = h.src_conn;
+    }
+    if (opcode_info(h.opcode).sequenced) {
+        rx_sequenced(c, buf, len);
+    } else {
+        rx_control(c, h);
+        buf_free(buf);
+    }
+}
+
+void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len)
+{
+    PacketHeader h;
+    std::memcpy(&h, buf_data(buf), sizeof(h));
+    note_sack(c, h);
+    const uint32_t psn = h.psn;
+    if (psn_before(psn, c->expected_psn)) {
+        count(SRCNIC_CNT_DUPLICATES);
+        c->ack_pending = c->ack_now = true;
+        activate(c);
+        buf_free(buf);
+        return;
+    }
+    const uint32_t ahead = psn - c->expected_psn;
+    if (ahead >= config_.window) {
+        count(SRCNIC_CNT_DROP_OUT_OF_WINDOW);
+        buf_free(buf);
+        return;
+    }
+    if (ahead != 0) {
+        const uint32_t slot = psn % config_.window;
+        if (c->reorder[slot] >= 0) {
+            count(SRCNIC_CNT_DUPLICATES);
+            buf_free(buf);
+        } else {
+            c->reorder[slot] = buf;
+            c->reorder_len[slot] = len;
+            ++c->reorder_count;
+            count(SRCNIC_CNT_OUT_OF_ORDER);
+        }
+        // Report the gap at once: the sender's fast retransmit depends on it.
+        if (!c->ack_pending) {
+            c->ack_since_ns = now_ns();
+        }
+        c->ack_pending = c->ack_now = true;
+        activate(c);
+        return;
+    }
+    rx_deliver(c, buf, len);
+    // Drain what the reorder buffer now holds in sequence.
+    while (c->state == ConnState::kOpen && c->reorder_count != 0) {
+        const uint32_t slot = c->expected_psn % config_.window;
+        const int32_t next = c->reorder[slot];
+        if (next < 0) {
+            break;
+        }
+        PacketHeader nh;
+        std::memcpy(&nh, buf_data(next), sizeof(nh));
+        if (nh.psn != c->expected_psn) {
+            break;
+        }
+        const uint32_t expected = c->expected_psn;
+        c->reorder[slot] = -1;
+        --c->reorder_count;
+        rx_deliver(c, next, c->reorder_len[slot]);
+        if (c->expected_psn == expected) {
+            break;   // not consumed (receiver not ready): it will be retransmitted
+        }
+    }
+    if (c->state == ConnState::kOpen && c->has_deferred_ack &&
+        !psn_before(c->expected_psn, c->deferred_pos)) {
+        c->has_deferred_ack = false;
+        apply_ack(c, c->deferred_ack);
+    }
+}
+
+void Nic::rx_deliver(Connection *c, int32_t buf, uint32_t len)
+{
+    const uint8_t *data = buf_data(buf);
+    PacketHeader h;
+    std::memcpy(&h, data, sizeof(h));
+    // This packet follows every reverse packet before it: its acknowledgement may complete
+    // requests now (§5.4).
+    apply_ack(c, h.ack_psn);
+    if (c->state != ConnState::kOpen) {
+        buf_free(buf);
+        return;
+    }
+    const uint8_t *payload = data + sizeof(PacketHeader);
+    bool consumed = true;
+    if (opcode_info(h.opcode).stage == RxStage::kResponder) {
+        consumed = respond(c, h, payload);
+    } else {
+        complete_answer(c, h, payload);
+    }
+    buf_free(buf);
+    if (!consumed) {
+        return;
+    }
+    ++c->expected_psn;
+    ++c->unacked_rx;
+    if (!c->ack_pending) {
+        c->ack_pending = true;
+        c->ack_since_ns = now_ns();
+    }
+    if (h.flags & kFlagAckReq) {
+        c->ack_now = true;
+    }
+    activate(c);
+}
+
+void Nic::rx_control(Connection *c, const PacketHeader &h)
+{
+    switch (static_cast<Opcode>(h.opcode)) {
+    case Opcode::kACK:
+        note_sack(c, h);
+        if (!psn_before(c->expected_psn, h.psn)) {
+            apply_ack(c, h.ack_psn);
+        } else if (!c->has_deferred_ack || !psn_before(h.ack_psn, c->deferred_ack)) {
+            // Reverse packets sent before this ack are still missing: apply it after them.
+            c->has_deferred_ack = true;
+            c->deferred_pos = h.psn;
+            c->deferred_ack = h.ack_psn;
+        }
+        break;
+    case Opcode::kNAK:
+        if (h.imm == static_cast<uint32_t>(NakReason::kRnr) && psn_before(h.psn, c->send_psn) &&
+            !psn_before(h.psn, c->acked_psn)) {
+            count(SRCNIC_CNT_RNR_RECEIVED);
+            const uint64_t now = now_ns();
+            c->rnr_until_ns = now + static_cast<uint64_t>(c->rnr_delay_us) * kNsPerUs;
+            c->rnr_delay_us = std::min(c->rnr_delay_us * 2, std::max(config_.rnr_delay_us, 10000u));
+            c->resend_psn = h.psn;
+            c->progress_ns = now;   // the peer is alive, only busy
+            c->retries = 0;
+            c->rto_deadline_ns = 0;
+            activate(c);
+        } else {
+            count(SRCNIC_CNT_DROP_BAD_RESPONSE);
+        }
+        break;
+    case Opcode::kRST:
+        conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
+        break;
+    default:
+        break;
+    }
+}
+
+void Nic::apply_ack(Connection *c, uint32_t ack_psn)
+{
+    if (!psn_before(c->acked_psn, ack_psn)) {
+        return;
+    }
+    if (psn_before(c->send_psn, ack_psn)) {
+        count(SRCNIC_CNT_DROP_BAD_RESPONSE);   // acknowledges what was never sent
+        return;
+    }
+    const uint64_t now = now_ns();
+    c->acked_psn = ack_psn;
+    if (psn_before(c->resend_psn, ack_psn)) {
+        c->resend_psn = ack_psn;
+    }
+    c->retries = 0;
+    if (c->rtt_timing && psn_before(c->rtt_psn, ack_psn)) {
+        // RFC 6298: srtt, rttvar, rto = srtt + 4 rttvar, no lower than the configured rto_us.
+        c->rtt_timing = false;
+        const uint32_t sample = static_cast<uint32_t>(std::min<uint64_t>((now - c->rtt_start_ns) / kNsPerUs, 1u << 30));
+        if (c->srtt_us == 0) {
+            c->srtt_us = std::max(sample, 1u);
+            c->rttvar_us = sample / 2;
+        } else {
+            const uint32_t err = sample > c->srtt_us ? sample - c->srtt_us : c->srtt_us - sample;
+            c->rttvar_us = (3 * c->rttvar_us + err) / 4;
+            c->srtt_us = (7 * c->srtt_us + sample) / 8;
+        }
+    }
+    c->rto_us = std::min(std::max(config_.rto_us, c->srtt_us + 4 * c->rttvar_us), config_.rto_max_us);
+    c->rnr_delay_us = config_.rnr_delay_us;
+    c->progress_ns = now;
+    c->rto_deadline_ns = c->unacked() ? now + static_cast<uint64_t>(c->rto_us) * kNsPerUs : 0;
+    for (TxMsg *m = c->head; m != nullptr && !psn_before(ack_psn, m->psn_end()); m = m->next) {
+        m->acked = true;
+    }
+    complete_in_order(c);
+    activate(c);
+}
+
+void Nic::note_sack(Connection *c, const PacketHeader &h)
+{
+    c->sack_base = h.ack_psn;
+    c->peer_sack = h.sack;
+    // A gap at the receiver with later packets already there: retransmit the gap now rather
+    // than at the timeout, at most once per quarter timeout.
+    if (h.sack != 0 && h.ack_psn == c->acked_psn && psn_before(h.ack_psn, c->send_psn) &&
+        __builtin_popcountll(h.sack) >= 2) {
+        const uint64_t now = now_ns();
+        if (now - c->fast_rtx_ns >= static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4) {
+            c->fast_rtx_ns = now;
+            if (!psn_before(c->resend_psn, c->send_psn) || psn_before(h.ack_psn, c->resend_psn)) {
+                c->resend_psn = h.ack_psn;
+            }
+            count(SRCNIC_CNT_FAST_RETRANSMITS);
+            activate(c);
+        }
+    }
+}
+
+uint64_t Nic::rx_sack(const Connection *c) const
+{
+    uint64_t bits = 0;
+    const uint32_t span = std::min<uint32_t>(64, config_.window - 1);
+    for (uint32_t i = 0; i < span; ++i) {
+        const uint32_t psn = c->expected_psn + 1 + i;
+        const int32_t b = c->reorder[psn % config_.window];
+        if (b >= 0) {
+            bits |= 1ull << i;
+        }
+    }
+    return bits;
+}
+
+} // namespace srcnic

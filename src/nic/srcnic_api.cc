@@ -1,0 +1,218 @@
+// The C API of include/srcnic/srcnic.h: thin wrappers over the Nic and Qp classes.
+#include "nic/nic.h"
+
+#include "link/faulty_link.h"
+#include "link/udp_link.h"
+#include "core/clock.h"
+#include "core/log.h"
+
+namespace srcnic {
+
+srcnic_status_t Nic::create_udp(const srcnic_config_t &config, std::unique_ptr<Nic> *nic_p)
+{
+    UdpLinkConfig udp;
+    srcnic_status_t status = LinkAddr::from_ip(config.bind_addr, config.port, &udp.bind_addr);
+    if (status != SRCNIC_OK) {
+        SRCNIC_LOG_ERROR("bind address '%s' is not a numeric IPv4 or IPv6 address",
+                         config.bind_addr);
+        return status;
+    }
+    udp.mtu = config.mtu;
+    udp.sock_buf_size = config.sock_buf;
+    std::unique_ptr<Link> link;
+    status = UdpLink::open(udp, &link);
+    if (status != SRCNIC_OK) {
+        return status;
+    }
+    if (config.fault_drop > 0 || config.fault_duplicate > 0 || config.fault_reorder > 0 ||
+        config.fault_corrupt > 0) {
+        // Test-only fault injection, applied to received datagrams.
+        FaultyLinkConfig fc;
+        fc.rx.drop = config.fault_drop;
+        fc.rx.duplicate = config.fault_duplicate;
+        fc.rx.reorder = config.fault_reorder;
+        fc.rx.corrupt = config.fault_corrupt;
+        fc.seed = config.fault_seed;
+        std::unique_ptr<FaultyLink> faulty;
+        status = FaultyLink::open(std::move(link), fc, &faulty);
+        if (status != SRCNIC_OK) {
+            return status;
+        }
+        link = std::move(faulty);
+    }
+    return create(config, std::move(link), nic_p);
+}
+
+} // namespace srcnic
+
+using srcnic::Nic;
+using srcnic::Qp;
+using srcnic::to_nic;
+
+extern "C" {
+
+srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **nic_p)
+{
+    std::unique_ptr<Nic> nic;
+    srcnic_status_t status = Nic::create_udp(*config, &nic);
+    if (status == SRCNIC_OK) {
+        *nic_p = nic.release();
+    }
+    return status;
+}
+
+void srcnic_nic_destroy(srcnic_nic_t *nic)
+{
+    delete to_nic(nic);
+}
+
+void srcnic_nic_query_addr(const srcnic_nic_t *nic, srcnic_nic_addr_t *addr_p)
+{
+    *addr_p = to_nic(nic)->addr();
+}
+
+size_t srcnic_nic_max_msg(const srcnic_nic_t *nic)
+{
+    return to_nic(nic)->max_msg();
+}
+
+unsigned srcnic_nic_progress(srcnic_nic_t *nic)
+{
+    return to_nic(nic)->progress();
+}
+
+int srcnic_nic_event_fd(const srcnic_nic_t *nic)
+{
+    return to_nic(nic)->event_fd();
+}
+
+srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic)
+{
+    return to_nic(nic)->arm();
+}
+
+uint64_t srcnic_nic_counter(const srcnic_nic_t *nic, srcnic_counter_t counter)
+{
+    return counter < SRCNIC_CNT_LAST ? to_nic(nic)->counter(counter) : 0;
+}
+
+const char *srcnic_counter_name(srcnic_counter_t counter)
+{
+    static const char *const kNames[] = {
+#define SRCNIC_COUNTER_NAME(_name, _desc) #_name,
+        SRCNIC_FOREACH_COUNTER(SRCNIC_COUNTER_NAME)
+#undef SRCNIC_COUNTER_NAME
+    };
+    return counter < SRCNIC_CNT_LAST ? kNames[counter] : "UNKNOWN";
+}
+
+size_t srcnic_conn_state_bytes(const srcnic_nic_t *nic)
+{
+    return to_nic(nic)->conn_state_bytes();
+}
+
+unsigned srcnic_nic_num_connections(const srcnic_nic_t *nic)
+{
+    return to_nic(nic)->num_connections();
+}
+
+srcnic_status_t srcnic_qp_create(srcnic_nic_t *nic, const srcnic_qp_config_t *config,
+                                 srcnic_qp_t **qp_p)
+{
+    Qp *qp;
+    srcnic_status_t status = to_nic(nic)->qp_create(*config, &qp);
+    if (status == SRCNIC_OK) {
+        *qp_p = qp;
+    }
+    return status;
+}
+
+void srcnic_qp_destroy(srcnic_qp_t *qp)
+{
+    Qp *q = static_cast<Qp *>(qp);
+    q->nic()->qp_destroy(q);
+}
+
+uint32_t srcnic_qp_num(const srcnic_qp_t *qp)
+{
+    return static_cast<const Qp *>(qp)->qpn();
+}
+
+srcnic_status_t srcnic_post_send(srcnic_qp_t *qp, const srcnic_wqe_t *wqe)
+{
+    return static_cast<Qp *>(qp)->post_send(*wqe);
+}
+
+srcnic_status_t srcnic_post_recv(srcnic_qp_t *qp, const srcnic_recv_wqe_t *wqe)
+{
+    return static_cast<Qp *>(qp)->post_recv(*wqe);
+}
+
+unsigned srcnic_poll_cq(srcnic_qp_t *qp, srcnic_cqe_t *cqes, unsigned max)
+{
+    return static_cast<Qp *>(qp)->poll_cq(cqes, max);
+}
+
+unsigned srcnic_qp_outstanding(const srcnic_qp_t *qp)
+{
+    return static_cast<const Qp *>(qp)->outstanding();
+}
+
+srcnic_status_t srcnic_pd_create(srcnic_pd_t **pd_p)
+{
+    *pd_p = new srcnic_pd(srcnic::now_ns() ^ reinterpret_cast<uintptr_t>(pd_p));
+    return SRCNIC_OK;
+}
+
+void srcnic_pd_destroy(srcnic_pd_t *pd)
+{
+    delete pd;
+}
+
+srcnic_status_t srcnic_pd_mr_reg(srcnic_pd_t *pd, void *addr, size_t length, unsigned access,
+                                 srcnic_mr_t **mr_p)
+{
+    uint32_t slot;
+    srcnic_status_t status = pd->mrs.reg(reinterpret_cast<uint64_t>(addr), length, access, &slot);
+    if (status != SRCNIC_OK) {
+        return status;
+    }
+    *mr_p = new srcnic_mr_t{pd, slot, pd->mrs.rkey_of(slot)};
+    return SRCNIC_OK;
+}
+
+srcnic_status_t srcnic_mr_reg(srcnic_nic_t *nic, void *addr, size_t length, unsigned access,
+                              srcnic_mr_t **mr_p)
+{
+    return to_nic(nic)->mr_reg(addr, length, access, mr_p);
+}
+
+uint64_t srcnic_mr_rkey(const srcnic_mr_t *mr)
+{
+    return mr->rkey;
+}
+
+void srcnic_mr_dereg(srcnic_mr_t *mr)
+{
+    mr->pd->mrs.dereg(mr->slot);
+    delete mr;
+}
+
+unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest)
+{
+    Qp *q = static_cast<Qp *>(qp);
+    return q->nic()->qp_cancel(q, dest);
+}
+
+srcnic_status_t srcnic_dest_create(srcnic_nic_t *nic, const srcnic_nic_addr_t *remote,
+                                   uint32_t remote_qpn, srcnic_dest_t *dest_p)
+{
+    return to_nic(nic)->dest_create(*remote, remote_qpn, dest_p);
+}
+
+srcnic_status_t srcnic_dest_status(const srcnic_nic_t *nic, srcnic_dest_t dest)
+{
+    return to_nic(nic)->dest_status(dest);
+}
+
+} // extern "C"

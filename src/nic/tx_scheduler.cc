@@ -1,0 +1,335 @@
+// Tx scheduler: turns each active connection's FIFO into packets within its window
+// (retransmissions first, then new PSNs), attaches the piggybacked acknowledgement, runs the
+// retransmission and failure timers, and batches datagrams to the link.
+#include "nic/nic.h"
+
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace srcnic {
+
+namespace {
+
+bool sacked(const Connection *c, uint32_t psn)
+{
+    const uint32_t off = psn - c->sack_base - 1;
+    return off < 64 && ((c->peer_sack >> off) & 1) != 0;
+}
+
+// Maps [offset, offset + len) of a WQE's gather list onto iovecs; returns how many were used.
+uint32_t gather(const srcnic_wqe_t &wqe, uint32_t offset, uint32_t len, struct iovec *iov)
+{
+    if (wqe.flags & SRCNIC_WQE_FLAG_INLINE) {
+        iov[0].iov_base = const_cast<uint8_t *>(wqe.u.inline_data) + offset;
+        iov[0].iov_len = len;
+        return len ? 1 : 0;
+    }
+    uint32_t n = 0;
+    for (unsigned i = 0; i < wqe.num_sge && len > 0; ++i) {
+        const srcnic_sge_t &sge = wqe.u.sge[i];
+        if (offset >= sge.length) {
+            offset -= sge.length;
+            continue;
+        }
+        const uint32_t take = std::min(len, sge.length - offset);
+        iov[n].iov_base = reinterpret_cast<void *>(sge.addr + offset);
+        iov[n].iov_len = take;
+        ++n;
+        len -= take;
+        offset = 0;
+    }
+    return n;
+}
+
+} // namespace
+
+PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
+{
+    if (tx_count_ == kTxBatch) {
+        tx_flush();
+        if (tx_count_ == kTxBatch) {
+            return nullptr;
+        }
+    }
+    PacketHeader *h = &tx_hdrs_[tx_count_];
+    std::memset(h, 0, sizeof(*h));
+    h->version = kWireVersion;
+    h->job_key = config_.job_key;
+    h->src_nic = addr_.incarnation;
+    tx_dgrams_[tx_count_].dst = dst;
+    tx_iov_[tx_count_][0].iov_base = h;
+    tx_iov_[tx_count_][0].iov_len = sizeof(*h);
+    *iov_p = &tx_iov_[tx_count_][1];
+    return h;
+}
+
+void Nic::tx_commit(uint32_t iovcnt, Connection *c)
+{
+    PacketHeader *h = &tx_hdrs_[tx_count_];
+    seal_header(h, &tx_iov_[tx_count_][1], iovcnt);
+    tx_dgrams_[tx_count_].iov = tx_iov_[tx_count_];
+    tx_dgrams_[tx_count_].iovcnt = iovcnt + 1;
+    tx_conn_[tx_count_] = c;
+    if (log_enabled(LogLevel::kTrace)) {
+        SRCNIC_LOG_TRACE("tx %s", to_string(*h).c_str());
+    }
+    ++tx_count_;
+}
+
+void Nic::tx_flush()
+{
+    uint32_t sent = 0;
+    while (sent < tx_count_) {
+        const uint32_t n = link_->tx_burst(tx_dgrams_ + sent, tx_count_ - sent);
+        if (n == 0) {
+            break;
+        }
+        sent += n;
+    }
+    for (uint32_t i = 0; i < sent; ++i) {
+        count(SRCNIC_CNT_TX_PACKETS);
+        count(SRCNIC_CNT_TX_BYTES, sizeof(PacketHeader) + tx_hdrs_[i].payload_len);
+    }
+    // The link would block: forget what it did not take. Sequenced packets are marked for
+    // retransmission (their payload stays with the message), acks are owed again.
+    tx_blocked_ = sent < tx_count_;
+    for (uint32_t i = sent; i < tx_count_; ++i) {
+        Connection *c = tx_conn_[i];
+        const PacketHeader &h = tx_hdrs_[i];
+        if (c == nullptr || c->state != ConnState::kOpen) {
+            continue;
+        }
+        if (opcode_info(h.opcode).sequenced) {
+            if (!psn_before(c->resend_psn, c->send_psn) || psn_before(h.psn, c->resend_psn)) {
+                c->resend_psn = h.psn;
+            }
+        } else if (h.opcode == static_cast<uint8_t>(Opcode::kACK)) {
+            c->ack_pending = c->ack_now = true;
+        }
+        activate(c);
+    }
+    tx_count_ = 0;
+}
+
+void Nic::fill_ack(Connection *c, PacketHeader *h)
+{
+    h->ack_psn = c->expected_psn;
+    // A request refused with an error answer is acknowledged only once the answer has been
+    // transmitted (PROTOCOL.md §5.4): the ack then cannot overtake it.
+    if (c->err_answers_unsent != 0) {
+        for (const TxMsg *m = c->head; m != nullptr; m = m->next) {
+            if (m->kind == TxMsg::Kind::kErrorResponse && !psn_before(m->psn_first, c->send_psn) &&
+                psn_before(m->req_psn, h->ack_psn)) {
+                h->ack_psn = m->req_psn;
+                break;
+            }
+        }
+    }
+    h->sack = c->reorder_count ? rx_sack(c) : 0;
+    c->ack_pending = c->ack_now = false;
+    c->unacked_rx = 0;
+}
+
+bool Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
+{
+    TxMsg *m = c->head;
+    while (m != nullptr && !psn_before(psn, m->psn_end())) {
+        m = m->next;
+    }
+    if (m == nullptr || psn_before(psn, m->psn_first)) {
+        return true;   // acknowledged and completed meanwhile
+    }
+    struct iovec *iov;
+    PacketHeader *h = tx_slot(c->peer_addr, &iov);
+    if (h == nullptr) {
+        return false;
+    }
+    const uint32_t seg = psn - m->psn_first;
+    const uint32_t offset = seg * seg_payload_;
+    const uint32_t plen = m->length > offset ? std::min(seg_payload_, m->length - offset) : 0;
+    h->opcode = m->cancelled ? static_cast<uint8_t>(Opcode::kNOP) : m->opcode;
+    h->flags = static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (seg + 1 == m->npkts ? kFlagLast : 0) |
+                                     (c->peer_conn == 0 ? kFlagSyn : 0) | (retransmit ? kFlagAckReq : 0));
+    h->dst_nic = c->peer_nic;
+    h->src_conn = c->id;
+    h->dst_conn = c->peer_conn;
+    h->psn = psn;
+    fill_ack(c, h);
+    h->src_qpn = m->local_qpn;
+    h->dst_qpn = m->peer_qpn;
+    h->msg_len = m->length;
+    uint32_t iovcnt = 0;
+    if (!m->cancelled) {
+        switch (static_cast<Opcode>(m->opcode)) {
+        case Opcode::kSEND:
+            h->imm = m->wqe.imm;
+            h->addr = offset;
+            iovcnt = gather(m->wqe, offset, plen, iov);
+            break;
+        case Opcode::kWRITE:
+            h->addr = m->wqe.remote_addr + offset;
+            h->rkey = m->wqe.rkey;
+            iovcnt = gather(m->wqe, offset, plen, iov);
+            break;
+        case Opcode::kREAD_REQ:
+            h->addr = m->wqe.remote_addr;
+            h->rkey = m->wqe.rkey;
+            break;
+        case Opcode::kREAD_RESP:
+            h->addr = offset;
+            h->req_psn = m->req_psn;
+            if (plen != 0) {
+                iov[0].iov_base = reinterpret_cast<void *>(m->src_addr + offset);
+                iov[0].iov_len = plen;
+                iovcnt = 1;
+            }
+            break;
+        case Opcode::kERR_RESP:
+            h->imm = static_cast<uint32_t>(static_cast<int32_t>(m->status));
+            h->req_psn = m->req_psn;
+            break;
+        default:
+            break;
+        }
+        h->payload_len = static_cast<uint16_t>(iovcnt ? plen : 0);
+    } else {
+        h->msg_len = 0;
+    }
+    tx_commit(iovcnt, c);
+    if (retransmit) {
+        count(SRCNIC_CNT_RETRANSMITS);
+    }
+    return true;
+}
+
+void Nic::tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm)
+{
+    struct iovec *iov;
+    PacketHeader *h = tx_slot(c->peer_addr, &iov);
+    if (h == nullptr) {
+        return;
+    }
+    h->opcode = static_cast<uint8_t>(op);
+    h->dst_nic = c->peer_nic;
+    h->src_conn = c->id;
+    h->dst_conn = c->peer_conn;
+    h->psn = psn;
+    h->imm = imm;
+    fill_ack(c, h);
+    tx_commit(0, c);
+    if (op == Opcode::kACK) {
+        count(SRCNIC_CNT_ACKS_SENT);
+    }
+}
+
+void Nic::tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn)
+{
+    struct iovec *iov;
+    PacketHeader *h = tx_slot(to, &iov);
+    if (h == nullptr) {
+        return;
+    }
+    h->opcode = static_cast<uint8_t>(Opcode::kRST);
+    h->dst_nic = to_nic;
+    h->dst_conn = to_conn;
+    tx_commit(0, nullptr);
+}
+
+void Nic::check_timers(Connection *c, uint64_t now)
+{
+    if (c->rnr_until_ns != 0 && now >= c->rnr_until_ns) {
+        c->rnr_until_ns = 0;
+    }
+    if (!c->unacked()) {
+        c->rto_deadline_ns = 0;
+        return;
+    }
+    if (c->rto_deadline_ns == 0 || now < c->rto_deadline_ns) {
+        return;
+    }
+    count(SRCNIC_CNT_TIMEOUTS);
+    ++c->retries;
+    if (c->retries > config_.retry_count ||
+        now - c->progress_ns > static_cast<uint64_t>(config_.peer_timeout_ms) * kNsPerMs) {
+        conn_fail(c, SRCNIC_ERR_ENDPOINT_TIMEOUT);
+        return;
+    }
+    c->rto_us = std::min(c->rto_us * 2, config_.rto_max_us);
+    c->rtt_timing = false;   // Karn: no sample from a retransmitted packet
+    c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
+    // Go back to the oldest unacknowledged PSN; packets the receiver reported are skipped.
+    c->resend_psn = c->acked_psn;
+}
+
+unsigned Nic::tx_schedule(uint64_t now)
+{
+    unsigned sent = 0;
+    for (size_t i = 0; i < active_.size();) {
+        Connection *c = active_[i];
+        if (c->state == ConnState::kOpen) {
+            check_timers(c, now);
+        }
+        if (c->state != ConnState::kOpen) {
+            c->in_active = false;
+            active_[i] = active_.back();
+            active_.pop_back();
+            continue;
+        }
+        if (c->rnr_until_ns == 0) {
+            while (!tx_blocked_ && psn_before(c->resend_psn, c->send_psn)) {
+                const uint32_t psn = c->resend_psn++;
+                if (sacked(c, psn)) {
+                    continue;
+                }
+                if (!tx_packet(c, psn, true)) {
+                    --c->resend_psn;
+                    break;
+                }
+                ++sent;
+            }
+            while (!tx_blocked_ && psn_before(c->send_psn, c->next_psn) &&
+                   c->send_psn - c->acked_psn < config_.window &&
+                   !psn_before(c->send_psn, c->resend_psn)) {
+                if (!tx_packet(c, c->send_psn, false)) {
+                    break;
+                }
+                if (!c->rtt_timing) {
+                    c->rtt_timing = true;
+                    c->rtt_psn = c->send_psn;
+                    c->rtt_start_ns = now;
+                }
+                if (c->resend_psn == c->send_psn) {
+                    ++c->resend_psn;
+                }
+                if (c->err_answers_unsent != 0 && tx_hdrs_[tx_count_ - 1].opcode ==
+                                                      static_cast<uint8_t>(Opcode::kERR_RESP)) {
+                    --c->err_answers_unsent;
+                }
+                ++c->send_psn;
+                ++sent;
+            }
+            if (c->unacked() && c->rto_deadline_ns == 0) {
+                c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
+            }
+        }
+        if (c->ack_pending && !tx_blocked_ &&
+            (c->ack_now || c->unacked_rx >= config_.window / 4 || now - c->ack_since_ns >= kAckDelayNs)) {
+            tx_control(c, Opcode::kACK, c->send_psn, 0);
+        }
+        const bool busy = c->unacked() || psn_before(c->send_psn, c->next_psn) || c->ack_pending ||
+                          c->head != nullptr || c->rnr_until_ns != 0;
+        if (!busy) {
+            c->in_active = false;
+            active_[i] = active_.back();
+            active_.pop_back();
+            continue;
+        }
+        ++i;
+    }
+    return sent;
+}
+
+} // namespace srcnic

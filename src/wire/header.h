@@ -1,0 +1,130 @@
+// The one packet header of the srcnic wire protocol (PROTOCOL.md §2), the opcode table that
+// generates the packet types, and the checks every received header must pass.
+#ifndef SRCNIC_WIRE_HEADER_H
+#define SRCNIC_WIRE_HEADER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <sys/uio.h>
+
+namespace srcnic {
+
+constexpr uint8_t kWireVersion = 1;
+
+enum class Opcode : uint8_t {
+#define SRCNIC_OPCODE(_name, _value, _seq, _payload, _stage) k##_name = _value,
+#include "wire/opcodes.def"
+#undef SRCNIC_OPCODE
+};
+
+enum class RxStage : uint8_t { kResponder, kCompleter, kControl };
+
+struct OpcodeInfo {
+    const char *name;     // "SEND", ... ; nullptr for an unknown value
+    bool sequenced;       // consumes a PSN
+    bool has_payload;     // may carry payload
+    RxStage stage;        // receive stage that handles it
+};
+
+// Table lookup by wire value; info.name == nullptr for values not in opcodes.def.
+const OpcodeInfo &opcode_info(uint8_t value);
+
+// Header flags (PROTOCOL.md §2.2).
+enum : uint16_t {
+    kFlagSyn = 1u << 0,     // sender does not know the receiver's connection id yet
+    kFlagFirst = 1u << 1,   // first segment of a message
+    kFlagLast = 1u << 2,    // last segment of a message
+    kFlagAckReq = 1u << 3,  // receiver should acknowledge without delay
+    kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq
+};
+
+// The header, little-endian on the wire, 96 bytes, no implicit padding:
+//
+//  0       8       16      24      32      40      48      56      63
+// +-------+-------+---------------+-------------------------------+
+// |version|opcode |     flags     |            job_key            |  0
+// +-------+-------+---------------+-------------------------------+
+// |                    src_nic (sender incarnation)               |  8
+// +---------------------------------------------------------------+
+// |                    dst_nic (receiver incarnation)             | 16
+// +-------------------------------+-------------------------------+
+// |           src_conn            |           dst_conn            | 24
+// +-------------------------------+-------------------------------+
+// |              psn              |            ack_psn            | 32
+// +-------------------------------+-------------------------------+
+// |                     sack (bitmap after ack_psn)               | 40
+// +-------------------------------+-------------------------------+
+// |            src_qpn            |            dst_qpn            | 48
+// +-------------------------------+-------------------------------+
+// |            msg_len            |              imm              | 56
+// +-------------------------------+-------------------------------+
+// |                              addr                             | 64
+// +---------------------------------------------------------------+
+// |                              rkey                             | 72
+// +-------------------------------+---------------+---------------+
+// |            req_psn            |  payload_len  |   reserved    | 80
+// +-------------------------------+---------------+---------------+
+// |              crc              |           reserved2           | 88
+// +-------------------------------+-------------------------------+
+struct PacketHeader {
+    uint8_t version;        // kWireVersion
+    uint8_t opcode;         // Opcode
+    uint16_t flags;         // kFlag*
+    uint32_t job_key;       // must equal the receiver's job key (like an IB partition key)
+    uint64_t src_nic;       // sender NIC incarnation id
+    uint64_t dst_nic;       // receiver NIC incarnation id, as the sender knows it
+    uint32_t src_conn;      // sender's connection id for this NIC pair
+    uint32_t dst_conn;      // receiver's connection id, 0 while unknown (then kFlagSyn is set)
+    uint32_t psn;           // sequenced: this packet's PSN; control: sender's next PSN
+    uint32_t ack_psn;       // every PSN before this one from the receiver has been received
+    uint64_t sack;          // bit i: PSN ack_psn + 1 + i has been received
+    uint32_t src_qpn;       // requesting QP (SEND, WRITE, READ_REQ); answered QP (responses)
+    uint32_t dst_qpn;       // target QP (SEND); requesting QP (responses)
+    uint32_t msg_len;       // bytes in the whole message this segment belongs to
+    uint32_t imm;           // SEND: immediate; ERR_RESP: status; NAK: reason (NakReason)
+    uint64_t addr;          // WRITE, READ_REQ: remote address of this segment; READ_RESP: offset
+    uint64_t rkey;          // WRITE, READ_REQ: remote key
+    uint32_t req_psn;       // READ_RESP, ERR_RESP: first PSN of the request answered
+    uint16_t payload_len;   // payload bytes after the header
+    uint16_t reserved;      // zero
+    uint32_t crc;           // CRC32C of header (crc = 0) and payload
+    uint32_t reserved2;     // zero
+} __attribute__((packed));
+
+static_assert(sizeof(PacketHeader) == 96, "the wire header is 96 bytes (PROTOCOL.md §2)");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the wire is little-endian; a big-endian port must byte-swap PacketHeader");
+
+// NAK reasons (imm of a NAK).
+enum class NakReason : uint32_t {
+    kRnr = 1,   // receiver not ready: no receive buffer (or no responder resources) for psn
+};
+
+// Why a received datagram was dropped before reaching a connection (PROTOCOL.md §4).
+enum class HeaderError : uint8_t {
+    kOk,
+    kTruncated,      // shorter than the header, or than header + payload_len
+    kBadVersion,
+    kBadChecksum,
+    kWrongJobKey,
+    kUnknownOpcode,
+    kBadFlags,       // unknown flag bits, or reserved fields not zero
+    kBadLength,      // payload on a type without payload, or trailing bytes
+};
+
+// Checks a received datagram's header (§4 steps 1-5): everything that needs no connection
+// state. On kOk the payload is datagram[sizeof(PacketHeader) .. + payload_len).
+HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key);
+
+// Computes and stores the checksum of a packet given as header + payload pieces.
+void seal_header(PacketHeader *hdr, const struct iovec *payload, size_t iovcnt);
+
+// One line for traces: "SEND psn=5 ack=3 conn=2->7 qp=1->4 len=100/4096 flags=FIRST|SYN".
+std::string to_string(const PacketHeader &hdr);
+
+const char *to_string(HeaderError err);
+
+} // namespace srcnic
+
+#endif

@@ -1,0 +1,273 @@
+// Engine tests over the loopback fabric without faults: every operation once, at sizes from
+// 0 B to several MiB, content verified byte for byte; refusals (RNR, no such QP, truncation,
+// remote access) and what they leave untouched.
+#include "nic_harness.h"
+
+#include <cstring>
+#include <numeric>
+
+namespace srcnic {
+namespace test {
+namespace {
+
+std::vector<uint8_t> pattern(size_t len, uint32_t seed)
+{
+    std::vector<uint8_t> v(len);
+    for (size_t i = 0; i < len; ++i) {
+        v[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
+    }
+    return v;
+}
+
+class NicBasic : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        srcnic_qp_config_t qc;
+        srcnic_qp_config_init(&qc);
+        ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, &qa_));
+        ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->qp_create(qc, &qb_));
+        ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->dest_create(nics_.nic(1)->addr(), qb_->qpn(), &to_b_));
+        ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->dest_create(nics_.nic(0)->addr(), qa_->qpn(), &to_a_));
+    }
+
+    LoopbackNics nics_{2};
+    Qp *qa_ = nullptr;
+    Qp *qb_ = nullptr;
+    srcnic_dest_t to_b_{};
+    srcnic_dest_t to_a_{};
+};
+
+TEST_F(NicBasic, dest_create__sends_nothing)
+{
+    EXPECT_EQ(0u, nics_.nic(0)->counter(SRCNIC_CNT_TX_PACKETS));
+    nics_.nic(0)->progress();
+    nics_.nic(1)->progress();
+    EXPECT_EQ(0u, nics_.nic(0)->counter(SRCNIC_CNT_TX_PACKETS));
+    EXPECT_EQ(1u, nics_.nic(0)->num_connections());
+}
+
+TEST_F(NicBasic, send__sizes_from_zero_to_4mib)
+{
+    const size_t sizes[] = {0, 1, 3, 127, 128, 129, 8000, 8096, 8097, 65536, 1 << 20, 4 << 20};
+    std::vector<uint8_t> rbuf(4 << 20);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        auto data = pattern(sizes[i], static_cast<uint32_t>(i));
+        ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(100 + i, rbuf.data(), static_cast<uint32_t>(rbuf.size()))));
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b_, i, data.data(), static_cast<uint32_t>(sizes[i]), 77 + static_cast<uint32_t>(i))));
+        srcnic_cqe_t rc, sc;
+        ASSERT_TRUE(poll_one(nics_.all(), qb_, &rc)) << "size " << sizes[i];
+        EXPECT_EQ(SRCNIC_OK, rc.status);
+        EXPECT_EQ(SRCNIC_OP_RECV, rc.opcode);
+        EXPECT_EQ(100 + i, rc.wr_id);
+        EXPECT_EQ(sizes[i], rc.byte_len);
+        EXPECT_EQ(77 + i, rc.imm);
+        EXPECT_EQ(qa_->qpn(), rc.src_qpn);
+        EXPECT_EQ(0, std::memcmp(rbuf.data(), data.data(), sizes[i])) << "size " << sizes[i];
+        ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+        EXPECT_EQ(SRCNIC_OK, sc.status);
+        EXPECT_EQ(i, sc.wr_id);
+        EXPECT_EQ(SRCNIC_OP_SEND, sc.opcode);
+    }
+}
+
+TEST_F(NicBasic, send__to_self)
+{
+    srcnic_dest_t self;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->dest_create(nics_.nic(0)->addr(), qa_->qpn(), &self));
+    auto data = pattern(20000, 5);
+    std::vector<uint8_t> rbuf(20000);
+    ASSERT_EQ(SRCNIC_OK, qa_->post_recv(make_recv(9, rbuf.data(), 20000)));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(self, 1, data.data(), 20000)));
+    srcnic_cqe_t cqes[2];
+    unsigned got = 0;
+    ASSERT_TRUE(progress_until(nics_.all(), [&] { got += qa_->poll_cq(cqes + got, 2 - got); return got == 2; }));
+    EXPECT_EQ(SRCNIC_OK, cqes[0].status);
+    EXPECT_EQ(SRCNIC_OK, cqes[1].status);
+    EXPECT_EQ(data, rbuf);
+}
+
+TEST_F(NicBasic, send__receiver_not_ready_then_delivered)
+{
+    auto data = pattern(30000, 1);
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b_, 1, data.data(), 30000)));
+    // No buffer posted: the receiver NAKs, the sender backs off and retries; nothing is lost.
+    ASSERT_TRUE(progress_until(nics_.all(), [&] { return nics_.nic(0)->counter(SRCNIC_CNT_RNR_RECEIVED) >= 3; }));
+    EXPECT_GE(nics_.nic(1)->counter(SRCNIC_CNT_RNR_SENT), 3u);
+    std::vector<uint8_t> rbuf(30000);
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(5, rbuf.data(), 30000)));
+    srcnic_cqe_t rc, sc;
+    ASSERT_TRUE(poll_one(nics_.all(), qb_, &rc));
+    EXPECT_EQ(SRCNIC_OK, rc.status);
+    EXPECT_EQ(data, rbuf);
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+    EXPECT_EQ(SRCNIC_OK, sc.status);
+}
+
+TEST_F(NicBasic, send__no_such_qp_fails_request_only)
+{
+    srcnic_dest_t bad;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->dest_create(nics_.nic(1)->addr(), 999, &bad));
+    auto data = pattern(20000, 2);
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(bad, 1, data.data(), 20000)));
+    srcnic_cqe_t sc;
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+    EXPECT_EQ(SRCNIC_ERR_UNREACHABLE, sc.status);
+    EXPECT_EQ(1u, nics_.nic(1)->counter(SRCNIC_CNT_NO_SUCH_QP));
+    // The shared connection is still fine for the next message.
+    std::vector<uint8_t> rbuf(100);
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(5, rbuf.data(), 100)));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b_, 2, data.data(), 100)));
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+    EXPECT_EQ(SRCNIC_OK, sc.status);
+    EXPECT_EQ(2u, sc.wr_id);
+}
+
+TEST_F(NicBasic, send__longer_than_buffer_is_refused)
+{
+    auto data = pattern(5000, 3);
+    std::vector<uint8_t> rbuf(4000, 0xee);
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(5, rbuf.data(), 4000)));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b_, 1, data.data(), 5000)));
+    srcnic_cqe_t sc, rc;
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+    EXPECT_EQ(SRCNIC_ERR_MESSAGE_TRUNCATED, sc.status);
+    EXPECT_EQ(0u, qb_->poll_cq(&rc, 1));
+    EXPECT_EQ(std::vector<uint8_t>(4000, 0xee), rbuf);
+}
+
+TEST_F(NicBasic, write_read__content_verified)
+{
+    const size_t sizes[] = {0, 1, 100, 8096, 8097, 100000, 3 << 20};
+    std::vector<uint8_t> region(3 << 20, 0);
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->mr_reg(region.data(), region.size(),
+                                               SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        auto data = pattern(sizes[i], 10 + static_cast<uint32_t>(i));
+        const uint64_t raddr = reinterpret_cast<uint64_t>(region.data());
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_WRITE, to_b_, i, data.data(),
+                                                      static_cast<uint32_t>(sizes[i]), raddr, mr->rkey)));
+        srcnic_cqe_t c;
+        ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+        ASSERT_EQ(SRCNIC_OK, c.status);
+        EXPECT_EQ(0, std::memcmp(region.data(), data.data(), sizes[i]));
+        std::vector<uint8_t> back(sizes[i] + 1, 0x5a);
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_READ, to_b_, 1000 + i, back.data(),
+                                                      static_cast<uint32_t>(sizes[i]), raddr, mr->rkey)));
+        ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+        ASSERT_EQ(SRCNIC_OK, c.status);
+        EXPECT_EQ(1000 + i, c.wr_id);
+        EXPECT_EQ(SRCNIC_OP_READ, c.opcode);
+        EXPECT_EQ(0, std::memcmp(back.data(), data.data(), sizes[i]));
+        EXPECT_EQ(0x5a, back[sizes[i]]);
+    }
+    nics_.nic(1)->mr_dereg(mr);
+}
+
+TEST_F(NicBasic, remote_access__forged_or_out_of_bounds_refused_memory_unchanged)
+{
+    std::vector<uint8_t> region(10000, 0x11), guard_before(64, 0x22);
+    srcnic_mr_t *ro, *rw;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->mr_reg(region.data() + 1000, 4000, SRCNIC_ACCESS_REMOTE_READ, &ro));
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->mr_reg(region.data() + 5000, 4000,
+                                               SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, &rw));
+    const uint64_t ro_base = reinterpret_cast<uint64_t>(region.data() + 1000);
+    const uint64_t rw_base = reinterpret_cast<uint64_t>(region.data() + 5000);
+    auto data = pattern(20000, 4);
+    struct Case {
+        const char *what;
+        srcnic_opcode_t op;
+        uint64_t addr;
+        uint32_t len;
+        uint64_t rkey;
+    } cases[] = {
+        {"forged key", SRCNIC_OP_WRITE, rw_base, 100, rw->rkey ^ (1ull << 40)},
+        {"key of another slot", SRCNIC_OP_WRITE, rw_base, 100, (rw->rkey & ~0xfffffull) | (ro->rkey & 0xfffff)},
+        {"zero key", SRCNIC_OP_WRITE, rw_base, 100, 0},
+        {"write to read-only", SRCNIC_OP_WRITE, ro_base, 100, ro->rkey},
+        {"past the end", SRCNIC_OP_WRITE, rw_base + 3950, 100, rw->rkey},
+        {"before the start", SRCNIC_OP_WRITE, rw_base - 1, 10, rw->rkey},
+        {"multi-segment past the end", SRCNIC_OP_WRITE, rw_base, 20000, rw->rkey},
+        {"read past the end", SRCNIC_OP_READ, ro_base + 10, 4000, ro->rkey},
+        {"read forged key", SRCNIC_OP_READ, ro_base, 10, ro->rkey + (1ull << 20)},
+        {"wrapping address", SRCNIC_OP_WRITE, ~0ull - 10, 100, rw->rkey},
+    };
+    const std::vector<uint8_t> before = region;
+    uint64_t errors = 0;
+    for (const Case &k : cases) {
+        std::vector<uint8_t> local(k.len, 0x77);
+        void *src = k.op == SRCNIC_OP_WRITE ? static_cast<void *>(data.data()) : local.data();
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(k.op, to_b_, 1, src, k.len, k.addr, k.rkey)));
+        srcnic_cqe_t c;
+        ASSERT_TRUE(poll_one(nics_.all(), qa_, &c)) << k.what;
+        EXPECT_EQ(SRCNIC_ERR_REMOTE_ACCESS, c.status) << k.what;
+        EXPECT_EQ(++errors, nics_.nic(1)->counter(SRCNIC_CNT_ACCESS_ERRORS)) << k.what;
+        EXPECT_EQ(before, region) << k.what;
+        if (k.op == SRCNIC_OP_READ) {
+            EXPECT_EQ(std::vector<uint8_t>(k.len, 0x77), local) << k.what;
+        }
+    }
+    // And a deregistered key is dead.
+    const uint64_t old_key = rw->rkey;
+    nics_.nic(1)->mr_dereg(rw);
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_WRITE, to_b_, 2, data.data(), 10, rw_base, old_key)));
+    srcnic_cqe_t c;
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+    EXPECT_EQ(SRCNIC_ERR_REMOTE_ACCESS, c.status);
+    EXPECT_EQ(before, region);
+    nics_.nic(1)->mr_dereg(ro);
+}
+
+TEST_F(NicBasic, post_send__full_ring_and_bad_wqe)
+{
+    std::vector<uint8_t> data(10);
+    srcnic_wqe_t w = make_send(to_b_, 1, data.data(), 10);
+    unsigned posted = 0;
+    while (qa_->post_send(w) == SRCNIC_OK) {
+        ASSERT_LT(++posted, 100000u);
+    }
+    EXPECT_EQ(256u, posted);
+    EXPECT_EQ(SRCNIC_ERR_NO_RESOURCE, qa_->post_send(w));
+    srcnic_wqe_t bad = w;
+    bad.opcode = 9;
+    EXPECT_EQ(SRCNIC_ERR_INVALID_PARAM, nics_.nic(0)->validate_wqe(bad));
+    bad = w;
+    bad.num_sge = SRCNIC_WQE_MAX_SGE + 1;
+    bad.flags = 0;
+    EXPECT_EQ(SRCNIC_ERR_INVALID_PARAM, nics_.nic(0)->validate_wqe(bad));
+    bad = w;
+    bad.flags = SRCNIC_WQE_FLAG_INLINE;
+    bad.inline_len = SRCNIC_WQE_INLINE_MAX + 1;
+    EXPECT_EQ(SRCNIC_ERR_INVALID_PARAM, nics_.nic(0)->validate_wqe(bad));
+}
+
+TEST_F(NicBasic, connection__shared_by_qps)
+{
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa2, *qb2;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, &qa2));
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->qp_create(qc, &qb2));
+    srcnic_dest_t to_b2;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->dest_create(nics_.nic(1)->addr(), qb2->qpn(), &to_b2));
+    EXPECT_EQ(to_b_.peer, to_b2.peer);   // same connection, another QP
+    std::vector<uint8_t> d1(100, 1), d2(100, 2), r1(100), r2(100);
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(1, r1.data(), 100)));
+    ASSERT_EQ(SRCNIC_OK, qb2->post_recv(make_recv(2, r2.data(), 100)));
+    ASSERT_EQ(SRCNIC_OK, qa2->post_send(make_send(to_b_, 1, d1.data(), 100)));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b2, 2, d2.data(), 100)));
+    srcnic_cqe_t c;
+    ASSERT_TRUE(poll_one(nics_.all(), qb_, &c));
+    EXPECT_EQ(qa2->qpn(), c.src_qpn);
+    ASSERT_TRUE(poll_one(nics_.all(), qb2, &c));
+    EXPECT_EQ(qa_->qpn(), c.src_qpn);
+    EXPECT_EQ(d1, r1);
+    EXPECT_EQ(d2, r2);
+    EXPECT_EQ(1u, nics_.nic(0)->num_connections());
+    EXPECT_EQ(1u, nics_.nic(1)->num_connections());
+}
+
+} // namespace
+} // namespace test
+} // namespace srcnic
