@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install what is needed, build and install srcucx, then run an Open MPI job
-# through srcrun with the src module loaded into every rank (tests/mpi/mpi_check: verified
-# ping-pong from 0 B to 1 MiB, allreduce, alltoall).
+# over UCX_TLS=src,self through srcrun (tests/mpi/mpi_check: verified ping-pong from 0 B to
+# 1 MiB, allreduce, alltoall).
 #
 # Environment: SRC_MAIN_NP (ranks, default 4), SRC_MAIN_TLS (UCX_TLS for the ranks),
 # SRC_BUILD_DIR (build trees, default _build/).
@@ -10,9 +10,9 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=${SRC_BUILD_DIR:-$top/_build}/main
 np=${SRC_MAIN_NP:-4}
-# The src transport is not registered with UCX yet (issue "The src UCT transport"): until it
-# is, the job runs on UCX's tcp transport with the module loaded, proving the launch path.
-tls=${SRC_MAIN_TLS:-self,tcp}
+tls=${SRC_MAIN_TLS:-src,self}
+# The loopback device: this job sends to no other address.
+devices=${SRC_MAIN_DEVICES:-src_lo}
 
 ucx_src=$("$top/contrib/install-deps.sh" | tail -n 1)
 (cd "$top" && ./autogen.sh)
@@ -26,5 +26,6 @@ if [ "$(id -u)" -eq 0 ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 export OMPI_MCA_rmaps_base_oversubscribe=1
-echo "+ UCX_TLS=$tls srcrun mpirun -np $np mpi_check"
-UCX_TLS=$tls timeout 300 "$dir/install/bin/srcrun" mpirun -np "$np" "$dir/tests/mpi/mpi_check"
+echo "+ UCX_TLS=$tls UCX_NET_DEVICES=$devices srcrun mpirun -np $np mpi_check"
+UCX_TLS=$tls UCX_NET_DEVICES=$devices timeout 300 "$dir/install/bin/srcrun" mpirun -np "$np" \
+    "$dir/tests/mpi/mpi_check"

@@ -40,7 +40,7 @@ typedef struct srcnic_nic_addr {
 typedef struct srcnic_config {
     char     bind_addr[64];    /* numeric IPv4/IPv6 address to bind; default "127.0.0.1" */
     uint16_t port;             /* UDP port; 0 (default) = any free port */
-    uint32_t mtu;              /* largest datagram, bytes; 0 (default) = the link's */
+    uint32_t mtu;              /* largest datagram, bytes; 0 (default) = the link's, at most 16 KiB */
     uint32_t window;           /* packets in flight per connection (default 64, 2..1024) */
     uint32_t rto_us;           /* initial retransmission timeout, µs (default 5000) */
     uint32_t rto_max_us;       /* backoff ceiling, µs (default 200000) */
@@ -49,7 +49,7 @@ typedef struct srcnic_config {
     uint32_t rnr_delay_us;     /* first back-off after a receiver-not-ready NAK, µs (default 100) */
     uint32_t max_connections;  /* peer-table slots (default 4096) */
     uint32_t max_inflight;     /* in-flight message descriptors per NIC (default 4096) */
-    uint32_t rx_buffers;       /* packet buffers for receive and reordering (default 1024) */
+    uint32_t rx_buffers;       /* packet buffers for receive and reordering (default 256) */
     uint32_t sock_buf;         /* socket send/receive buffer, bytes (default 8 MiB) */
     uint32_t job_key;          /* packets with another key are dropped (default 0) */
     srcnic_pd_t *pd;           /* protection domain whose memory regions peers may access;

@@ -21,6 +21,10 @@ Connection *Nic::conn_by_id(uint32_t id)
 
 Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
 {
+    if (free_slots_.empty() && conns_.size() <= config_.max_connections) {
+        conns_.emplace_back();   // a deque: existing connections do not move
+        free_slots_.push_back(static_cast<uint32_t>(conns_.size() - 1));
+    }
     if (free_slots_.empty()) {
         count(SRCNIC_CNT_CONN_REFUSED);
         SRCNIC_LOG_RATELIMITED(LogLevel::kWarn, "peer table full (%u connections): refusing %s",

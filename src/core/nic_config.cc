@@ -19,7 +19,7 @@ extern "C" void srcnic_config_init(srcnic_config_t *config)
     config->rnr_delay_us = 100;
     config->max_connections = 4096;
     config->max_inflight = 4096;
-    config->rx_buffers = 1024;
+    config->rx_buffers = 256;
     config->sock_buf = 8u << 20;
     config->job_key = 0;
     config->fault_seed = 1;

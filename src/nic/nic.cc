@@ -50,11 +50,13 @@ srcnic_status_t Nic::init()
         addr_.incarnation = random_.next();
     } while (addr_.incarnation == 0);
 
-    mtu_ = link_->mtu();
+    // Automatic: the link's datagram size, but no more than kAutoMtuMax, so that the packet
+    // buffers stay small on loopback (65000-byte datagrams).
+    mtu_ = std::min(link_->mtu(), kAutoMtuMax);
     if (config_.mtu != 0) {
-        if (config_.mtu > mtu_) {
+        if (config_.mtu > link_->mtu()) {
             SRCNIC_LOG_ERROR("mtu=%u is larger than the link allows (%u): lower it or use 0",
-                             config_.mtu, mtu_);
+                             config_.mtu, link_->mtu());
             return SRCNIC_ERR_INVALID_PARAM;
         }
         mtu_ = config_.mtu;
@@ -69,10 +71,7 @@ srcnic_status_t Nic::init()
     max_msg_ = std::min<size_t>(static_cast<size_t>(seg_payload_) * (1u << 20), 1ull << 31);
 
     qps_.reserve(64);
-    conns_.resize(config_.max_connections + 1);
-    for (uint32_t slot = config_.max_connections; slot >= 1; --slot) {
-        free_slots_.push_back(slot);
-    }
+    conns_.resize(1);   // slot 0 is never used: connection id 0 means "not known yet"
     active_.reserve(64);
 
     msgs_.resize(config_.max_inflight);

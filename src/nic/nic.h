@@ -19,6 +19,7 @@
 
 #include <srcnic/srcnic.h>
 
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -153,7 +154,7 @@ private:
     srcnic_pd *pd_ = nullptr;       // whose regions remote accesses may touch
     MrTable &mrs_;
 
-    std::vector<Connection> conns_; // slot 0 unused (id 0 means "unknown")
+    std::deque<Connection> conns_;  // grows on demand; slot 0 unused (id 0 means "unknown")
     std::vector<uint32_t> free_slots_;
     std::unordered_map<LinkAddr, uint32_t, LinkAddrHash> conn_by_addr_;
     unsigned num_conns_ = 0;

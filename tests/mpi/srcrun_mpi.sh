@@ -22,13 +22,18 @@ keep=$(LD_PRELOAD=libc.so.6 "$srcrun" --module "$scratch/stand_in.so" sh -c 'ech
 if "$srcrun" --module /nonexistent/libuct_src.so true 2>err.txt; then fail "missing module accepted"; fi
 grep -q "not found" err.txt || fail "unclear message for a missing module"
 
-# The MPI job: ranks must run on pml/ucx (OMPI_MCA_pml=ucx makes MPI_Init fail otherwise)
-# and see the module preloaded.
-for np in 2 4; do
-    LD_PRELOAD=$(module_preload) UCX_TLS=self,tcp UCX_NET_DEVICES=lo \
-        run_bounded 120 "$srcrun" --module "$module" "$MPIRUN" -np $np \
-        --mca pml_base_verbose 10 "$prog" >out.txt 2>&1 || { cat out.txt; fail "MPI job (np=$np) failed"; }
-    grep -q "selected ucx" out.txt || { cat out.txt; fail "pml/ucx was not selected"; }
-    grep -q "mpi_check: $np ranks passed" out.txt || { cat out.txt; fail "mpi_check did not pass"; }
+# The MPI jobs: ranks must run on pml/ucx (OMPI_MCA_pml=ucx makes MPI_Init fail otherwise)
+# over the src transport only (plus self, and sm in one variant), on the loopback device (tests
+# send to no other address).
+for tls in src,self src,self,sm; do
+    for np in 2 4 8; do
+        LD_PRELOAD=$(module_preload) UCX_TLS=$tls UCX_NET_DEVICES=src_lo \
+            run_bounded 300 "$srcrun" --module "$module" "$MPIRUN" -np $np \
+            --mca pml_base_verbose 10 "$prog" >out.txt 2>&1 ||
+            { cat out.txt; fail "MPI job (UCX_TLS=$tls, np=$np) failed"; }
+        grep -q "selected ucx" out.txt || { cat out.txt; fail "pml/ucx was not selected"; }
+        grep -q "mpi_check: $np ranks passed" out.txt ||
+            { cat out.txt; fail "mpi_check did not pass (UCX_TLS=$tls, np=$np)"; }
+    done
 done
 echo "PASS: srcrun runs MPI jobs on pml/ucx with the module loaded"

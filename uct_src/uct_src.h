@@ -1,0 +1,188 @@
+/**
+ * The "src" UCT transport: UCX active messages, RMA and error handling over the srcnic
+ * engine (include/srcnic/). Types shared by the component/MD (uct_src_md.c), the interface
+ * (uct_src_iface.c) and the endpoint (uct_src_ep.c).
+ *
+ * Addressing (CONNECT_TO_IFACE): the device address carries the interface's IPv4 address (and,
+ * for loopback, the host and network-namespace identity, so that loopback is reachable only
+ * from the same namespace); the interface address carries the engine's UDP port, the QP number
+ * and the NIC incarnation. An endpoint is (remote NIC, remote QP) plus the engine's cached
+ * connection slot: creating one sends nothing.
+ */
+#ifndef UCT_SRC_H
+#define UCT_SRC_H
+
+#include <srcnic/srcnic.h>
+
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+#include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/mpool.h>
+
+#include <net/if.h>
+#include <netinet/in.h>
+
+#define UCT_SRC_NAME            "src"
+#define UCT_SRC_CONFIG_PREFIX   "SRC_"
+#define UCT_SRC_DEV_PREFIX      "src_"     /* device names: src_<interface>, e.g. src_lo */
+#define UCT_SRC_AM_ID_KEEPALIVE 0xffu      /* immediate of an ep_check probe: dropped on arrival */
+#define UCT_SRC_MAX_IOV         (SRCNIC_WQE_MAX_SGE - 1)   /* one gather entry holds the header */
+
+
+typedef struct uct_src_md_config {
+    uct_md_config_t super;
+} uct_src_md_config_t;
+
+
+typedef struct uct_src_md {
+    uct_md_t        super;
+    srcnic_pd_t     *pd;          /* regions every src iface of this process serves */
+} uct_src_md_t;
+
+
+enum {
+    UCT_SRC_DEV_ADDR_FLAG_LOOPBACK = UCS_BIT(0)
+};
+
+typedef struct uct_src_device_addr {
+    uint8_t                   flags;     /* UCT_SRC_DEV_ADDR_FLAG_* */
+    uint8_t                   family;    /* AF_INET */
+    uint8_t                   ip[4];     /* network byte order */
+    uct_iface_local_addr_ns_t local;     /* host and net namespace (loopback only) */
+} UCS_S_PACKED uct_src_device_addr_t;
+
+
+typedef struct uct_src_iface_addr {
+    uint16_t port;                       /* engine UDP port, host byte order */
+    uint32_t qpn;                        /* the iface's QP on that engine */
+    uint64_t incarnation;                /* engine incarnation: a restart changes it */
+} UCS_S_PACKED uct_src_iface_addr_t;
+
+
+typedef struct uct_src_iface_config {
+    uct_iface_config_t super;
+    size_t             seg_size;         /* SEG_SIZE: bcopy/receive buffer, bytes */
+    unsigned           tx_queue_len;     /* TX_QUEUE_LEN: sends in flight per iface */
+    unsigned           rx_queue_len;     /* RX_QUEUE_LEN: receive buffers posted */
+    size_t             mtu;              /* MTU: datagram size, bytes; 0 = automatic */
+    unsigned           window;           /* WINDOW: packets in flight per connection */
+    double             rto;              /* RTO: initial retransmission timeout, s */
+    double             rto_max;          /* RTO_MAX: backoff ceiling, s */
+    unsigned           retry_count;      /* RETRY_COUNT: timeouts before a peer is dead */
+    double             peer_timeout;     /* PEER_TIMEOUT: s of silence before a peer is dead */
+    double             rnr_delay;        /* RNR_DELAY: first receiver-not-ready back-off, s */
+    unsigned           max_connections;  /* MAX_CONNECTIONS: engine peer-table slots */
+    unsigned           max_inflight;     /* MAX_INFLIGHT: engine message descriptors */
+    unsigned           rx_buffers;       /* RX_BUFFERS: engine packet buffers */
+    size_t             sock_buf;         /* SOCK_BUF: socket buffer, bytes */
+    unsigned           job_key;          /* JOB_KEY: peers must use the same key */
+    double             async_interval;   /* ASYNC_INTERVAL: background progress period, s */
+    double             fault_drop;       /* FAULT_DROP: test only, receive loss probability */
+    double             fault_corrupt;    /* FAULT_CORRUPT: test only, corruption probability */
+    unsigned long      fault_seed;       /* FAULT_SEED: test only */
+} uct_src_iface_config_t;
+
+
+/* A send in flight: what its completion must do. Followed by seg_size buffer bytes. */
+typedef struct uct_src_send_desc {
+    struct uct_src_ep     *ep;           /* NULL: an iface-level probe */
+    uct_completion_t      *comp;         /* user completion, or NULL */
+    uct_unpack_callback_t unpack_cb;     /* get_bcopy: where the read bytes go */
+    void                  *unpack_arg;
+    uint32_t              length;        /* get_bcopy: bytes read */
+} uct_src_send_desc_t;
+
+
+typedef struct uct_src_iface {
+    uct_base_iface_t      super;
+    srcnic_nic_t          *nic;          /* the engine (embedded mode) */
+    srcnic_qp_t           *qp;           /* this iface's channel to it */
+    char                  if_name[IFNAMSIZ];
+    struct in_addr        ip;            /* bound address */
+    int                   is_loopback;
+    size_t                seg_size;
+    size_t                max_short;     /* inline limit, header included */
+    unsigned              rx_headroom;   /* UCP's headroom before each received payload */
+    uct_recv_desc_t       release_desc;  /* how UCP returns a kept receive buffer */
+    ucs_mpool_t           rx_mp;         /* receive buffers */
+    ucs_mpool_t           tx_mp;         /* send descriptors with their bcopy buffers */
+    unsigned              tx_max;        /* sends allowed in flight */
+    unsigned              tx_outstanding;/* sends posted and not completed */
+    unsigned              rx_max;        /* receive buffers to keep posted */
+    unsigned              rx_posted;     /* receive buffers posted */
+    ucs_arbiter_t         arbiter;       /* pending requests, one group per ep */
+    int                   in_pending;    /* dispatching pending requests now */
+    int                   async_timer_id;/* background progress timer, or -1 */
+} uct_src_iface_t;
+
+
+enum {
+    UCT_SRC_EP_FLAG_FAILED       = UCS_BIT(0),  /* the peer is gone: ops return fail_status */
+    UCT_SRC_EP_FLAG_ERR_REPORTED = UCS_BIT(1),  /* uct_iface_handle_ep_err scheduled or done */
+    UCT_SRC_EP_FLAG_DESTROYED    = UCS_BIT(2)   /* freed once its sends have completed */
+};
+
+typedef struct uct_src_flush_req uct_src_flush_req_t;
+
+typedef struct uct_src_ep {
+    uct_base_ep_t         super;
+    srcnic_dest_t         dest;          /* remote NIC's connection slot and remote QP */
+    uint32_t              tx_posted;     /* sends posted (wraps) */
+    uint32_t              tx_completed;  /* sends completed, in posting order */
+    uint8_t               flags;         /* UCT_SRC_EP_FLAG_* */
+    int8_t                fail_status;   /* ucs_status_t once FAILED */
+    int16_t               err_cb_id;     /* deferred error report, or -1 (UCS_CALLBACKQ_ID_NULL) */
+    ucs_arbiter_group_t   arb_group;     /* pending requests */
+    uct_src_flush_req_t   *flush_reqs;   /* waiting flushes, oldest first */
+} uct_src_ep_t;
+
+
+extern uct_component_t uct_src_component;
+
+ucs_status_t uct_src_query_devices(uct_md_h md, uct_tl_device_resource_t **devices_p,
+                                   unsigned *num_devices_p);
+
+/* Endpoint operations (uct_src_ep.c). */
+UCS_CLASS_DECLARE_NEW_FUNC(uct_src_ep_t, uct_ep_t, const uct_ep_params_t *);
+UCS_CLASS_DECLARE_DELETE_FUNC(uct_src_ep_t, uct_ep_t);
+ucs_status_t uct_src_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length);
+ssize_t uct_src_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
+                            void *arg, unsigned flags);
+ucs_status_t uct_src_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                 unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
+                                 unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_src_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
+                                  uint64_t remote_addr, uct_rkey_t rkey);
+ssize_t uct_src_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
+                             uint64_t remote_addr, uct_rkey_t rkey);
+ucs_status_t uct_src_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                  uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp);
+ucs_status_t uct_src_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb, void *arg,
+                                  size_t length, uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp);
+ucs_status_t uct_src_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                  uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp);
+ucs_status_t uct_src_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags);
+void uct_src_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg);
+ucs_status_t uct_src_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_src_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp);
+ucs_status_t uct_src_ep_invalidate(uct_ep_h tl_ep, unsigned flags);
+
+/* Called by the iface for each send completion; frees the descriptor. */
+void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc,
+                               ucs_status_t status);
+/* Marks the ep failed and schedules the error report (once). */
+void uct_src_ep_set_failed(uct_src_ep_t *ep, ucs_status_t status);
+
+/* Dispatches pending requests while send resources last. */
+void uct_src_iface_dispatch_pending(uct_src_iface_t *iface);
+
+static UCS_F_ALWAYS_INLINE int uct_src_iface_has_tx_resources(uct_src_iface_t *iface)
+{
+    return iface->tx_outstanding < iface->tx_max;
+}
+
+#endif

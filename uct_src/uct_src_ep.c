@@ -1,0 +1,677 @@
+/**
+ * The "src" endpoint: (remote engine, remote QP) plus the engine's connection slot. Every send
+ * becomes one WQE on the iface's QP; its completion arrives in posting order per endpoint,
+ * which is what flush counts on. Peer failure reported by the engine (timeout, reset, the
+ * remote QP gone) fails the endpoint and is reported to UCP once, from the main thread.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "uct_src.h"
+
+#include <uct/base/uct_iov.inl>
+#include <ucs/async/async.h>
+#include <ucs/debug/log.h>
+#include <ucs/debug/memtrack_int.h>
+
+#include <string.h>
+
+
+struct uct_src_flush_req {
+    uct_src_flush_req_t *next;
+    uint32_t            target;    /* done when tx_completed reaches this */
+    uct_completion_t    *comp;
+};
+
+#define UCT_SRC_EP_IFACE(_ep) ucs_derived_of((_ep)->super.super.iface, uct_src_iface_t)
+
+/* Common checks of every send, under the async lock: a failed ep reports its failure, queued
+ * pending requests are not overtaken, and send resources are bounded. */
+#define UCT_SRC_EP_CHECK_SEND_LOCKED(_iface, _ep, _status, _label) \
+    do { \
+        if (ucs_unlikely((_ep)->flags & UCT_SRC_EP_FLAG_FAILED)) { \
+            _status = (ucs_status_t)(_ep)->fail_status; \
+            goto _label; \
+        } \
+        if (ucs_unlikely(!(_iface)->in_pending && \
+                         !ucs_arbiter_group_is_empty(&(_ep)->arb_group))) { \
+            _status = UCS_ERR_NO_RESOURCE; \
+            goto _label; \
+        } \
+        if (ucs_unlikely(!uct_src_iface_has_tx_resources(_iface))) { \
+            _status = UCS_ERR_NO_RESOURCE; \
+            goto _label; \
+        } \
+    } while (0)
+
+
+static UCS_CLASS_INIT_FUNC(uct_src_ep_t, const uct_ep_params_t *params)
+{
+    uct_src_iface_t *iface = ucs_derived_of(params->iface, uct_src_iface_t);
+    const uct_src_device_addr_t *dev_addr;
+    const uct_src_iface_addr_t *iface_addr;
+    srcnic_nic_addr_t remote;
+    srcnic_status_t status;
+
+    UCT_EP_PARAMS_CHECK_DEV_IFACE_ADDRS(params);
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_ep_t, &iface->super);
+
+    dev_addr   = (const uct_src_device_addr_t*)params->dev_addr;
+    iface_addr = (const uct_src_iface_addr_t*)params->iface_addr;
+    memset(&remote, 0, sizeof(remote));
+    remote.family      = AF_INET;
+    remote.port        = iface_addr->port;
+    remote.incarnation = iface_addr->incarnation;
+    memcpy(remote.ip, dev_addr->ip, sizeof(dev_addr->ip));
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    status = srcnic_dest_create(iface->nic, &remote, iface_addr->qpn, &self->dest);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    if (status != SRCNIC_OK) {
+        ucs_error("src: cannot create an endpoint: %s (UCX_SRC_MAX_CONNECTIONS?)",
+                  srcnic_status_string(status));
+        return (ucs_status_t)status;
+    }
+    self->tx_posted    = 0;
+    self->tx_completed = 0;
+    self->flags        = 0;
+    self->fail_status  = UCS_OK;
+    self->err_cb_id    = UCS_CALLBACKQ_ID_NULL;
+    self->flush_reqs   = NULL;
+    ucs_arbiter_group_init(&self->arb_group);
+    ucs_debug("src: ep %p to %s qpn %u", self, iface->if_name, iface_addr->qpn);
+    return UCS_OK;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_src_ep_t)
+{
+    ucs_arbiter_group_cleanup(&self->arb_group);
+}
+
+UCS_CLASS_DEFINE(uct_src_ep_t, uct_base_ep_t);
+
+static void uct_src_ep_free(uct_src_ep_t *ep)
+{
+    UCS_CLASS_DELETE(uct_src_ep_t, ep);
+}
+UCS_CLASS_DEFINE_NEW_FUNC(uct_src_ep_t, uct_ep_t, const uct_ep_params_t *);
+
+/* Destroy: the ep stops existing for the user at once; sends still in flight are cancelled
+ * and the memory is freed when the last of them has completed. */
+void UCS_CLASS_DELETE_FUNC_NAME(uct_src_ep_t)(uct_ep_t *tl_ep)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_flush_req_t *req;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    ucs_assertv(ucs_arbiter_group_is_empty(&ep->arb_group),
+                "src: ep %p destroyed with pending requests", ep);
+    if (ep->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
+        ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q, ep->err_cb_id);
+        ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    }
+    while ((req = ep->flush_reqs) != NULL) {
+        ep->flush_reqs = req->next;
+        ucs_free(req);
+    }
+    ep->flags |= UCT_SRC_EP_FLAG_DESTROYED;
+    if (ep->tx_completed == ep->tx_posted) {
+        uct_src_ep_free(ep);
+    } else {
+        srcnic_qp_cancel(iface->qp, ep->dest);
+    }
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+}
+
+static unsigned uct_src_ep_report_error(void *arg)
+{
+    uct_src_ep_t *ep       = arg;
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    ucs_status_t status;
+
+    ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    status = uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
+                                     (ucs_status_t)ep->fail_status);
+    if (status != UCS_OK) {
+        ucs_fatal("src: peer failure on ep %p (%s) and no error handler", ep,
+                  ucs_status_string((ucs_status_t)ep->fail_status));
+    }
+    return 1;
+}
+
+void uct_src_ep_set_failed(uct_src_ep_t *ep, ucs_status_t status)
+{
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+
+    if (ep->flags & (UCT_SRC_EP_FLAG_FAILED | UCT_SRC_EP_FLAG_DESTROYED)) {
+        return;
+    }
+    ep->flags      |= UCT_SRC_EP_FLAG_FAILED | UCT_SRC_EP_FLAG_ERR_REPORTED;
+    ep->fail_status = status;
+    ucs_debug("src: ep %p failed: %s", ep, ucs_status_string(status));
+    ep->err_cb_id = ucs_callbackq_add_safe(&iface->super.worker->super.progress_q,
+                                           uct_src_ep_report_error, ep,
+                                           UCS_CALLBACKQ_FLAG_ONESHOT);
+}
+
+static int uct_src_status_is_peer_failure(ucs_status_t status)
+{
+    return (status == UCS_ERR_ENDPOINT_TIMEOUT) || (status == UCS_ERR_CONNECTION_RESET) ||
+           (status == UCS_ERR_UNREACHABLE);
+}
+
+void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc,
+                               ucs_status_t status)
+{
+    uct_src_ep_t *ep = desc->ep;
+    uct_src_flush_req_t *req;
+
+    --iface->tx_outstanding;
+    if (ep == NULL) {
+        ucs_mpool_put_inline(desc);
+        return;
+    }
+    ++ep->tx_completed;
+    if (ucs_unlikely(ep->flags & UCT_SRC_EP_FLAG_DESTROYED)) {
+        ucs_mpool_put_inline(desc);
+        if (ep->tx_completed == ep->tx_posted) {
+            uct_src_ep_free(ep);
+        }
+        return;
+    }
+    if (ucs_unlikely(status != UCS_OK) && uct_src_status_is_peer_failure(status)) {
+        uct_src_ep_set_failed(ep, status);
+    }
+    if ((desc->unpack_cb != NULL) && (status == UCS_OK)) {
+        desc->unpack_cb(desc->unpack_arg, desc + 1, desc->length);
+    }
+    if (desc->comp != NULL) {
+        uct_invoke_completion(desc->comp, status);
+    }
+    ucs_mpool_put_inline(desc);
+    while (((req = ep->flush_reqs) != NULL) &&
+           ((int32_t)(ep->tx_completed - req->target) >= 0)) {
+        ep->flush_reqs = req->next;
+        uct_invoke_completion(req->comp, (ep->flags & UCT_SRC_EP_FLAG_FAILED) ?
+                                         (ucs_status_t)ep->fail_status : UCS_OK);
+        ucs_free(req);
+    }
+}
+
+static UCS_F_ALWAYS_INLINE uct_src_send_desc_t *
+uct_src_ep_desc_get(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_completion_t *comp)
+{
+    uct_src_send_desc_t *desc = ucs_mpool_get_inline(&iface->tx_mp);
+
+    if (ucs_likely(desc != NULL)) {
+        desc->ep        = ep;
+        desc->comp      = comp;
+        desc->unpack_cb = NULL;
+    }
+    return desc;
+}
+
+/* Posts the WQE; on success the send counts as in flight until its completion. */
+static UCS_F_ALWAYS_INLINE ucs_status_t
+uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *desc,
+                srcnic_wqe_t *wqe)
+{
+    srcnic_status_t status;
+
+    wqe->wr_id = (uintptr_t)desc;
+    wqe->dest  = ep->dest;
+    status     = srcnic_post_send(iface->qp, wqe);
+    if (ucs_unlikely(status != SRCNIC_OK)) {
+        ucs_mpool_put_inline(desc);
+        return (ucs_status_t)status;
+    }
+    ++ep->tx_posted;
+    ++iface->tx_outstanding;
+    return UCS_OK;
+}
+
+static UCS_F_ALWAYS_INLINE void uct_src_wqe_init(srcnic_wqe_t *wqe, srcnic_opcode_t opcode)
+{
+    wqe->opcode    = opcode;
+    wqe->flags     = 0;
+    wqe->num_sge   = 0;
+    wqe->reserved0 = 0;
+    wqe->imm       = 0;
+    wqe->reserved1 = 0;
+}
+
+/* Fills the gather list from a UCT iov after `first` entries; returns the total length or -1
+ * if it does not fit. */
+static ssize_t uct_src_wqe_add_iov(srcnic_wqe_t *wqe, const uct_iov_t *iov, size_t iovcnt)
+{
+    size_t total = 0, i, len;
+
+    for (i = 0; i < iovcnt; ++i) {
+        len = uct_iov_get_length(&iov[i]);
+        if (len == 0) {
+            continue;
+        }
+        if (wqe->num_sge == SRCNIC_WQE_MAX_SGE) {
+            return -1;
+        }
+        wqe->u.sge[wqe->num_sge].addr     = (uintptr_t)iov[i].buffer;
+        wqe->u.sge[wqe->num_sge].length   = len;
+        wqe->u.sge[wqe->num_sge].reserved = 0;
+        ++wqe->num_sge;
+        total += len;
+    }
+    return total;
+}
+
+ucs_status_t uct_src_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
+                                 const void *payload, unsigned length)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_send_desc_t *desc;
+    srcnic_wqe_t wqe;
+    ucs_status_t status;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->max_short, "am_short");
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    UCT_SRC_EP_CHECK_SEND_LOCKED(iface, ep, status, out);
+    desc = uct_src_ep_desc_get(iface, ep, NULL);
+    if (desc == NULL) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto out;
+    }
+    uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
+    wqe.imm        = id;
+    wqe.flags      = SRCNIC_WQE_FLAG_INLINE;
+    wqe.inline_len = sizeof(header) + length;
+    memcpy(wqe.u.inline_data, &header, sizeof(header));
+    memcpy(wqe.u.inline_data + sizeof(header), payload, length);
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, wqe.u.inline_data,
+                       wqe.inline_len, "TX: AM_SHORT");
+    status = uct_src_ep_post(iface, ep, desc, &wqe);
+out:
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+ssize_t uct_src_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
+                            void *arg, unsigned flags)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_send_desc_t *desc;
+    srcnic_wqe_t wqe;
+    ucs_status_t status;
+    size_t length = 0;
+
+    UCT_CHECK_AM_ID(id);
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    UCT_SRC_EP_CHECK_SEND_LOCKED(iface, ep, status, out);
+    desc = uct_src_ep_desc_get(iface, ep, NULL);
+    if (desc == NULL) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto out;
+    }
+    length = pack_cb(desc + 1, arg);
+    if (ucs_unlikely(length > iface->seg_size)) {
+        ucs_mpool_put_inline(desc);
+        ucs_error("src: am_bcopy packed %zu bytes, more than the %zu allowed", length,
+                  iface->seg_size);
+        status = UCS_ERR_INVALID_PARAM;
+        goto out;
+    }
+    uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
+    wqe.imm              = id;
+    wqe.num_sge          = 1;
+    wqe.u.sge[0].addr    = (uintptr_t)(desc + 1);
+    wqe.u.sge[0].length  = length;
+    wqe.u.sge[0].reserved = 0;
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, desc + 1, length,
+                       "TX: AM_BCOPY");
+    status = uct_src_ep_post(iface, ep, desc, &wqe);
+out:
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return (status == UCS_OK) ? (ssize_t)length : (ssize_t)status;
+}
+
+ucs_status_t uct_src_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
+                                 unsigned header_length, const uct_iov_t *iov, size_t iovcnt,
+                                 unsigned flags, uct_completion_t *comp)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_send_desc_t *desc;
+    srcnic_wqe_t wqe;
+    ucs_status_t status;
+    ssize_t length;
+
+    UCT_CHECK_AM_ID(id);
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)UCT_SRC_MAX_IOV, "am_zcopy");
+    UCT_CHECK_LENGTH(header_length, 0, SRCNIC_WQE_INLINE_MAX, "am_zcopy header");
+    UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0, iface->seg_size,
+                     "am_zcopy");
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    UCT_SRC_EP_CHECK_SEND_LOCKED(iface, ep, status, out);
+    desc = uct_src_ep_desc_get(iface, ep, comp);
+    if (desc == NULL) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto out;
+    }
+    uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
+    wqe.imm = id;
+    if (header_length != 0) {
+        memcpy(desc + 1, header, header_length);
+        wqe.u.sge[0].addr     = (uintptr_t)(desc + 1);
+        wqe.u.sge[0].length   = header_length;
+        wqe.u.sge[0].reserved = 0;
+        wqe.num_sge           = 1;
+    }
+    length = uct_src_wqe_add_iov(&wqe, iov, iovcnt);
+    ucs_assert(length >= 0);
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, header, header_length,
+                       "TX: AM_ZCOPY");
+    status = uct_src_ep_post(iface, ep, desc, &wqe);
+    if (status == UCS_OK) {
+        status = UCS_INPROGRESS;
+    }
+out:
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+ucs_status_t uct_src_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned length,
+                                  uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_send_desc_t *desc;
+    srcnic_wqe_t wqe;
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, iface->max_short, "put_short");
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    UCT_SRC_EP_CHECK_SEND_LOCKED(iface, ep, status, out);
+    desc = uct_src_ep_desc_get(iface, ep, NULL);
+    if (desc == NULL) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto out;
+    }
+    uct_src_wqe_init(&wqe, SRCNIC_OP_WRITE);
+    wqe.flags       = SRCNIC_WQE_FLAG_INLINE;
+    wqe.inline_len  = length;
+    wqe.remote_addr = remote_addr;
+    wqe.rkey        = rkey;
+    memcpy(wqe.u.inline_data, buffer, length);
+    status = uct_src_ep_post(iface, ep, desc, &wqe);
+out:
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+ssize_t uct_src_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
+                             uint64_t remote_addr, uct_rkey_t rkey)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_send_desc_t *desc;
+    srcnic_wqe_t wqe;
+    ucs_status_t status;
+    size_t length = 0;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    UCT_SRC_EP_CHECK_SEND_LOCKED(iface, ep, status, out);
+    desc = uct_src_ep_desc_get(iface, ep, NULL);
+    if (desc == NULL) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto out;
+    }
+    length = pack_cb(desc + 1, arg);
+    if (ucs_unlikely(length > iface->seg_size)) {
+        ucs_mpool_put_inline(desc);
+        ucs_error("src: put_bcopy packed %zu bytes, more than the %zu allowed", length,
+                  iface->seg_size);
+        status = UCS_ERR_INVALID_PARAM;
+        goto out;
+    }
+    uct_src_wqe_init(&wqe, SRCNIC_OP_WRITE);
+    wqe.num_sge           = 1;
+    wqe.u.sge[0].addr     = (uintptr_t)(desc + 1);
+    wqe.u.sge[0].length   = length;
+    wqe.u.sge[0].reserved = 0;
+    wqe.remote_addr       = remote_addr;
+    wqe.rkey              = rkey;
+    status = uct_src_ep_post(iface, ep, desc, &wqe);
+out:
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return (status == UCS_OK) ? (ssize_t)length : (ssize_t)status;
+}
+
+static ucs_status_t uct_src_ep_rdma_zcopy(uct_src_ep_t *ep, srcnic_opcode_t opcode,
+                                          const uct_iov_t *iov, size_t iovcnt,
+                                          uint64_t remote_addr, uct_rkey_t rkey,
+                                          uct_completion_t *comp)
+{
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_send_desc_t *desc;
+    srcnic_wqe_t wqe;
+    ucs_status_t status;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    UCT_SRC_EP_CHECK_SEND_LOCKED(iface, ep, status, out);
+    desc = uct_src_ep_desc_get(iface, ep, comp);
+    if (desc == NULL) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto out;
+    }
+    uct_src_wqe_init(&wqe, opcode);
+    wqe.remote_addr = remote_addr;
+    wqe.rkey        = rkey;
+    (void)uct_src_wqe_add_iov(&wqe, iov, iovcnt);
+    status = uct_src_ep_post(iface, ep, desc, &wqe);
+    if (status == UCS_OK) {
+        status = UCS_INPROGRESS;
+    }
+out:
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+ucs_status_t uct_src_ep_put_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                  uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)SRCNIC_WQE_MAX_SGE, "put_zcopy");
+    UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt), 0, srcnic_nic_max_msg(iface->nic),
+                     "put_zcopy");
+    return uct_src_ep_rdma_zcopy(ep, SRCNIC_OP_WRITE, iov, iovcnt, remote_addr, rkey, comp);
+}
+
+ucs_status_t uct_src_ep_get_zcopy(uct_ep_h tl_ep, const uct_iov_t *iov, size_t iovcnt,
+                                  uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+
+    UCT_CHECK_IOV_SIZE(iovcnt, (size_t)SRCNIC_WQE_MAX_SGE, "get_zcopy");
+    UCT_CHECK_LENGTH(uct_iov_total_length(iov, iovcnt), 0, srcnic_nic_max_msg(iface->nic),
+                     "get_zcopy");
+    return uct_src_ep_rdma_zcopy(ep, SRCNIC_OP_READ, iov, iovcnt, remote_addr, rkey, comp);
+}
+
+ucs_status_t uct_src_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_cb, void *arg,
+                                  size_t length, uint64_t remote_addr, uct_rkey_t rkey,
+                                  uct_completion_t *comp)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_send_desc_t *desc;
+    srcnic_wqe_t wqe;
+    ucs_status_t status;
+
+    UCT_CHECK_LENGTH(length, 0, iface->seg_size, "get_bcopy");
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    UCT_SRC_EP_CHECK_SEND_LOCKED(iface, ep, status, out);
+    desc = uct_src_ep_desc_get(iface, ep, comp);
+    if (desc == NULL) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto out;
+    }
+    desc->unpack_cb  = unpack_cb;
+    desc->unpack_arg = arg;
+    desc->length     = length;
+    uct_src_wqe_init(&wqe, SRCNIC_OP_READ);
+    wqe.num_sge           = 1;
+    wqe.u.sge[0].addr     = (uintptr_t)(desc + 1);
+    wqe.u.sge[0].length   = length;
+    wqe.u.sge[0].reserved = 0;
+    wqe.remote_addr       = remote_addr;
+    wqe.rkey              = rkey;
+    status = uct_src_ep_post(iface, ep, desc, &wqe);
+    if (status == UCS_OK) {
+        status = UCS_INPROGRESS;
+    }
+out:
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+ucs_status_t uct_src_ep_pending_add(uct_ep_h tl_ep, uct_pending_req_t *req, unsigned flags)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    ucs_status_t status    = UCS_OK;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    if (uct_src_iface_has_tx_resources(iface) && ucs_arbiter_group_is_empty(&ep->arb_group) &&
+        !(ep->flags & UCT_SRC_EP_FLAG_FAILED)) {
+        status = UCS_ERR_BUSY; /* send now instead */
+    } else {
+        uct_pending_req_arb_group_push(&ep->arb_group, req);
+        ucs_arbiter_group_schedule(&iface->arbiter, &ep->arb_group);
+    }
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+typedef struct {
+    uct_pending_purge_callback_t cb;
+    void                         *arg;
+} uct_src_purge_args_t;
+
+static ucs_arbiter_cb_result_t
+uct_src_ep_purge_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                    ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_src_purge_args_t *args = arg;
+    uct_pending_req_t *req     = ucs_container_of(elem, uct_pending_req_t, priv);
+
+    if (args->cb != NULL) {
+        args->cb(req, args->arg);
+    }
+    return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+}
+
+void uct_src_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, void *arg)
+{
+    uct_src_ep_t *ep          = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface    = UCT_SRC_EP_IFACE(ep);
+    uct_src_purge_args_t args = {cb, arg};
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    ucs_arbiter_group_purge(&iface->arbiter, &ep->arb_group, uct_src_ep_purge_cb, &args);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+}
+
+ucs_status_t uct_src_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_flush_req_t *req, **tail;
+    ucs_status_t status;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    if (flags & UCT_FLUSH_FLAG_CANCEL) {
+        /* Outstanding sends complete with CANCELED as the engine drops them. */
+        srcnic_qp_cancel(iface->qp, ep->dest);
+    } else if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+        status = UCS_ERR_NO_RESOURCE; /* flush after what is queued */
+        goto out;
+    }
+    if (ep->tx_completed == ep->tx_posted) {
+        status = UCS_OK;
+        goto out;
+    }
+    /* Completion means acknowledged by the peer: every send completes only once the remote
+     * engine has acknowledged (or answered) it. */
+    if (comp != NULL) {
+        req = ucs_malloc(sizeof(*req), "src_flush_req");
+        if (req == NULL) {
+            status = UCS_ERR_NO_MEMORY;
+            goto out;
+        }
+        req->next   = NULL;
+        req->target = ep->tx_posted;
+        req->comp   = comp;
+        for (tail = &ep->flush_reqs; *tail != NULL; tail = &(*tail)->next) {
+        }
+        *tail = req;
+    }
+    status = UCS_INPROGRESS;
+out:
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+ucs_status_t uct_src_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+    uct_src_send_desc_t *desc;
+    srcnic_wqe_t wqe;
+    ucs_status_t status;
+
+    UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    if (ep->flags & UCT_SRC_EP_FLAG_FAILED) {
+        status = UCS_OK; /* already reported */
+        goto out;
+    }
+    if (!uct_src_iface_has_tx_resources(iface)) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto out;
+    }
+    desc = uct_src_ep_desc_get(iface, ep, NULL);
+    if (desc == NULL) {
+        status = UCS_ERR_NO_RESOURCE;
+        goto out;
+    }
+    /* A probe: an empty SEND with an id no handler has; the peer engine acknowledges it (or
+     * the connection fails), the peer iface drops it. */
+    uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
+    wqe.imm        = UCT_SRC_AM_ID_KEEPALIVE;
+    wqe.flags      = SRCNIC_WQE_FLAG_INLINE;
+    wqe.inline_len = 0;
+    status = uct_src_ep_post(iface, ep, desc, &wqe);
+out:
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+ucs_status_t uct_src_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    srcnic_qp_cancel(iface->qp, ep->dest);
+    uct_src_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return UCS_OK;
+}

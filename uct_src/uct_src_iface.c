@@ -1,0 +1,668 @@
+/**
+ * The "src" interface: owns an embedded srcnic engine and one QP on it, posts receive buffers
+ * with UCP's headroom, turns completions into active-message callbacks and send completions,
+ * dispatches pending requests, and keeps the engine moving from a background timer so that
+ * peers get their acknowledgements while the application computes.
+ */
+#ifdef HAVE_CONFIG_H
+#  include "config.h"
+#endif
+
+#include "uct_src.h"
+
+#include <ucs/arch/cpu.h>
+#include <ucs/async/async.h>
+#include <ucs/debug/log.h>
+#include <ucs/sys/string.h>
+#include <ucs/sys/sys.h>
+#include <ucs/time/time.h>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <string.h>
+
+
+#define UCT_SRC_RX_BATCH 32
+
+
+static ucs_config_field_t uct_src_iface_config_table[] = {
+    {"", "", NULL,
+     ucs_offsetof(uct_src_iface_config_t, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"SEG_SIZE", "8k",
+     "Largest bcopy message and size of each receive buffer; an active message larger than\n"
+     "this is fragmented by UCP.",
+     ucs_offsetof(uct_src_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"TX_QUEUE_LEN", "256",
+     "Sends in flight per interface; further sends return NO_RESOURCE and go to the pending\n"
+     "queue (power of 2).",
+     ucs_offsetof(uct_src_iface_config_t, tx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+    {"RX_QUEUE_LEN", "256",
+     "Receive buffers kept posted per interface (power of 2). A message arriving with none\n"
+     "posted is refused with a receiver-not-ready NAK and retried by the sender.",
+     ucs_offsetof(uct_src_iface_config_t, rx_queue_len), UCS_CONFIG_TYPE_UINT},
+
+    {"MTU", "0",
+     "Largest datagram the engine sends, bytes; 0 chooses the interface's, at most 16k.",
+     ucs_offsetof(uct_src_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"WINDOW", "64",
+     "Packets in flight per connection between two engines (2..1024).",
+     ucs_offsetof(uct_src_iface_config_t, window), UCS_CONFIG_TYPE_UINT},
+
+    {"RTO", "5ms",
+     "Initial and minimum retransmission timeout; it adapts to the measured round trip.",
+     ucs_offsetof(uct_src_iface_config_t, rto), UCS_CONFIG_TYPE_TIME},
+
+    {"RTO_MAX", "200ms",
+     "Ceiling of the retransmission timeout's exponential backoff.",
+     ucs_offsetof(uct_src_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
+
+    {"RETRY_COUNT", "32",
+     "Retransmission timeouts without progress after which the peer is declared dead and its\n"
+     "endpoints fail with ENDPOINT_TIMEOUT.",
+     ucs_offsetof(uct_src_iface_config_t, retry_count), UCS_CONFIG_TYPE_UINT},
+
+    {"PEER_TIMEOUT", "30s",
+     "Data unacknowledged for this long declares the peer dead (ENDPOINT_TIMEOUT).",
+     ucs_offsetof(uct_src_iface_config_t, peer_timeout), UCS_CONFIG_TYPE_TIME},
+
+    {"RNR_DELAY", "100us",
+     "First back-off after the peer had no receive buffer; doubles up to 10 ms.",
+     ucs_offsetof(uct_src_iface_config_t, rnr_delay), UCS_CONFIG_TYPE_TIME},
+
+    {"MAX_CONNECTIONS", "4096",
+     "Connections (remote engines) one engine keeps at most.",
+     ucs_offsetof(uct_src_iface_config_t, max_connections), UCS_CONFIG_TYPE_UINT},
+
+    {"MAX_INFLIGHT", "4096",
+     "Messages in flight per engine, requests and answers together.",
+     ucs_offsetof(uct_src_iface_config_t, max_inflight), UCS_CONFIG_TYPE_UINT},
+
+    {"RX_BUFFERS", "256",
+     "Packet buffers per engine for reception and reordering.",
+     ucs_offsetof(uct_src_iface_config_t, rx_buffers), UCS_CONFIG_TYPE_UINT},
+
+    {"SOCK_BUF", "8m",
+     "UDP socket send and receive buffer size (raised beyond the system limit when running\n"
+     "with CAP_NET_ADMIN).",
+     ucs_offsetof(uct_src_iface_config_t, sock_buf), UCS_CONFIG_TYPE_MEMUNITS},
+
+    {"JOB_KEY", "0",
+     "Key carried by every packet; packets with another key are dropped. Processes of one job\n"
+     "must agree on it.",
+     ucs_offsetof(uct_src_iface_config_t, job_key), UCS_CONFIG_TYPE_UINT},
+
+    {"ASYNC_INTERVAL", "10ms",
+     "Period of background progress (acknowledgements, retransmissions) while the\n"
+     "application does not call progress.",
+     ucs_offsetof(uct_src_iface_config_t, async_interval), UCS_CONFIG_TYPE_TIME},
+
+    {"FAULT_DROP", "0",
+     "Testing only: probability of dropping each received datagram.",
+     ucs_offsetof(uct_src_iface_config_t, fault_drop), UCS_CONFIG_TYPE_DOUBLE},
+
+    {"FAULT_CORRUPT", "0",
+     "Testing only: probability of corrupting each received datagram.",
+     ucs_offsetof(uct_src_iface_config_t, fault_corrupt), UCS_CONFIG_TYPE_DOUBLE},
+
+    {"FAULT_SEED", "1",
+     "Testing only: seed of the fault injection.",
+     ucs_offsetof(uct_src_iface_config_t, fault_seed), UCS_CONFIG_TYPE_ULONG},
+
+    {NULL}
+};
+
+
+static uct_iface_ops_t uct_src_iface_ops;
+static uct_iface_internal_ops_t uct_src_iface_internal_ops;
+
+
+static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *attr)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    size_t max_zcopy       = srcnic_nic_max_msg(iface->nic);
+
+    uct_base_iface_query(&iface->super, attr);
+
+    attr->iface_addr_len  = sizeof(uct_src_iface_addr_t);
+    attr->device_addr_len = sizeof(uct_src_device_addr_t);
+    attr->ep_addr_len     = 0;
+    attr->max_conn_priv   = 0;
+    attr->cap.flags       = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                            UCT_IFACE_FLAG_AM_SHORT |
+                            UCT_IFACE_FLAG_AM_BCOPY |
+                            UCT_IFACE_FLAG_AM_ZCOPY |
+                            UCT_IFACE_FLAG_PUT_SHORT |
+                            UCT_IFACE_FLAG_PUT_BCOPY |
+                            UCT_IFACE_FLAG_PUT_ZCOPY |
+                            UCT_IFACE_FLAG_GET_BCOPY |
+                            UCT_IFACE_FLAG_GET_ZCOPY |
+                            UCT_IFACE_FLAG_PENDING |
+                            UCT_IFACE_FLAG_CB_SYNC |
+                            UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
+                            UCT_IFACE_FLAG_EP_CHECK;
+    attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
+                            UCT_IFACE_FLAG_EVENT_RECV |
+                            UCT_IFACE_FLAG_EVENT_FD;
+
+    attr->cap.am.max_short       = iface->max_short;
+    attr->cap.am.max_bcopy       = iface->seg_size;
+    attr->cap.am.min_zcopy       = 0;
+    attr->cap.am.max_zcopy       = iface->seg_size;
+    attr->cap.am.opt_zcopy_align = 1;
+    attr->cap.am.align_mtu       = 1;
+    attr->cap.am.max_hdr         = SRCNIC_WQE_INLINE_MAX;
+    attr->cap.am.max_iov         = UCT_SRC_MAX_IOV;
+
+    attr->cap.put.max_short       = iface->max_short;
+    attr->cap.put.max_bcopy       = iface->seg_size;
+    attr->cap.put.min_zcopy       = 0;
+    attr->cap.put.max_zcopy       = max_zcopy;
+    attr->cap.put.opt_zcopy_align = 1;
+    attr->cap.put.align_mtu       = 1;
+    attr->cap.put.max_iov         = SRCNIC_WQE_MAX_SGE;
+
+    attr->cap.get.max_short       = 0;
+    attr->cap.get.max_bcopy       = iface->seg_size;
+    attr->cap.get.min_zcopy       = 0;
+    attr->cap.get.max_zcopy       = max_zcopy;
+    attr->cap.get.opt_zcopy_align = 1;
+    attr->cap.get.align_mtu       = 1;
+    attr->cap.get.max_iov         = SRCNIC_WQE_MAX_SGE;
+
+    /* Measured on loopback by perf/srcnic_bench (see perf/README.md): one-way latency of a
+     * small message and the engine's per-message CPU cost; bandwidth of large transfers. */
+    attr->latency             = ucs_linear_func_make(15e-6, 0);
+    attr->bandwidth.dedicated = 0;
+    attr->bandwidth.shared    = 1000.0 * UCS_MBYTE;
+    attr->overhead            = 2e-6;
+    attr->priority            = 0;
+    return UCS_OK;
+}
+
+static ucs_status_t uct_src_iface_get_device_address(uct_iface_h tl_iface,
+                                                     uct_device_addr_t *addr)
+{
+    uct_src_iface_t *iface          = ucs_derived_of(tl_iface, uct_src_iface_t);
+    uct_src_device_addr_t *dev_addr = (uct_src_device_addr_t*)addr;
+
+    memset(dev_addr, 0, sizeof(*dev_addr));
+    dev_addr->family = AF_INET;
+    memcpy(dev_addr->ip, &iface->ip, sizeof(dev_addr->ip));
+    if (iface->is_loopback) {
+        dev_addr->flags |= UCT_SRC_DEV_ADDR_FLAG_LOOPBACK;
+        uct_iface_get_local_address(&dev_addr->local, UCS_SYS_NS_TYPE_NET);
+    }
+    return UCS_OK;
+}
+
+static ucs_status_t uct_src_iface_get_address(uct_iface_h tl_iface, uct_iface_addr_t *addr)
+{
+    uct_src_iface_t *iface            = ucs_derived_of(tl_iface, uct_src_iface_t);
+    uct_src_iface_addr_t *iface_addr  = (uct_src_iface_addr_t*)addr;
+    srcnic_nic_addr_t nic_addr;
+
+    srcnic_nic_query_addr(iface->nic, &nic_addr);
+    iface_addr->port        = nic_addr.port;
+    iface_addr->qpn         = srcnic_qp_num(iface->qp);
+    iface_addr->incarnation = nic_addr.incarnation;
+    return UCS_OK;
+}
+
+static int uct_src_iface_is_reachable(const uct_iface_h tl_iface,
+                                      const uct_device_addr_t *dev_addr,
+                                      const uct_iface_addr_t *iface_addr)
+{
+    uct_src_iface_t *iface                = ucs_derived_of(tl_iface, uct_src_iface_t);
+    const uct_src_device_addr_t *remote   = (const uct_src_device_addr_t*)dev_addr;
+    uct_iface_local_addr_ns_t local;
+
+    if ((remote == NULL) || (iface_addr == NULL) || (remote->family != AF_INET)) {
+        return 0;
+    }
+    if (!!(remote->flags & UCT_SRC_DEV_ADDR_FLAG_LOOPBACK) != !!iface->is_loopback) {
+        return 0; /* loopback only talks to loopback, and never across hosts */
+    }
+    if (iface->is_loopback) {
+        local = remote->local;
+        return uct_iface_local_is_reachable(&local, UCS_SYS_NS_TYPE_NET);
+    }
+    return 1; /* routing decides; an unreachable peer surfaces as ENDPOINT_TIMEOUT */
+}
+
+/* Receive element: [uct_recv_desc_t* | UCP headroom | payload (seg_size)]; UCP's desc is the
+ * headroom's start, and uct_recv_desc() reads the pointer just before it. */
+static UCS_F_ALWAYS_INLINE void *uct_src_rx_payload(uct_src_iface_t *iface, void *elem)
+{
+    return UCS_PTR_BYTE_OFFSET(elem, sizeof(uct_recv_desc_t*) + iface->rx_headroom);
+}
+
+static void uct_src_iface_release_desc(uct_recv_desc_t *self, void *desc)
+{
+    ucs_mpool_put_inline(UCS_PTR_BYTE_OFFSET(desc, -(ptrdiff_t)sizeof(uct_recv_desc_t*)));
+}
+
+static void uct_src_iface_post_recvs(uct_src_iface_t *iface)
+{
+    srcnic_recv_wqe_t wqe;
+    srcnic_status_t status;
+    void *elem;
+
+    while (iface->rx_posted < iface->rx_max) {
+        elem = ucs_mpool_get_inline(&iface->rx_mp);
+        if (elem == NULL) {
+            break; /* all kept by UCP: refill when it releases some */
+        }
+        *(uct_recv_desc_t**)elem = &iface->release_desc;
+        wqe.wr_id    = (uintptr_t)elem;
+        wqe.addr     = (uintptr_t)uct_src_rx_payload(iface, elem);
+        wqe.length   = iface->seg_size;
+        wqe.reserved = 0;
+        status       = srcnic_post_recv(iface->qp, &wqe);
+        if (status != SRCNIC_OK) {
+            ucs_mpool_put_inline(elem);
+            break;
+        }
+        ++iface->rx_posted;
+    }
+}
+
+static void uct_src_iface_handle_recv(uct_src_iface_t *iface, const srcnic_cqe_t *cqe)
+{
+    void *elem = (void*)(uintptr_t)cqe->wr_id;
+    void *payload;
+    ucs_status_t status;
+
+    --iface->rx_posted;
+    if ((cqe->status != SRCNIC_OK) || (cqe->imm >= UCT_AM_ID_MAX)) {
+        /* A message its sender cancelled, or an ep_check probe: nothing to deliver. */
+        ucs_mpool_put_inline(elem);
+        return;
+    }
+    payload = uct_src_rx_payload(iface, elem);
+    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, cqe->imm, payload,
+                       cqe->byte_len, "RX: AM");
+    status = uct_iface_invoke_am(&iface->super, cqe->imm, payload, cqe->byte_len,
+                                 UCT_CB_PARAM_FLAG_DESC);
+    if (status != UCS_INPROGRESS) {
+        ucs_mpool_put_inline(elem);
+    } /* else UCP keeps the buffer and returns it through release_desc */
+}
+
+static unsigned uct_src_iface_poll(uct_src_iface_t *iface)
+{
+    srcnic_cqe_t cqes[UCT_SRC_RX_BATCH];
+    unsigned n, i, count = 0;
+
+    do {
+        n = srcnic_poll_cq(iface->qp, cqes, UCT_SRC_RX_BATCH);
+        for (i = 0; i < n; ++i) {
+            if (cqes[i].opcode == SRCNIC_OP_RECV) {
+                uct_src_iface_handle_recv(iface, &cqes[i]);
+            } else {
+                uct_src_ep_send_completed(iface,
+                                          (uct_src_send_desc_t*)(uintptr_t)cqes[i].wr_id,
+                                          (ucs_status_t)cqes[i].status);
+            }
+        }
+        count += n;
+    } while (n == UCT_SRC_RX_BATCH);
+    if (count != 0) {
+        uct_src_iface_post_recvs(iface);
+    }
+    return count;
+}
+
+static ucs_arbiter_cb_result_t
+uct_src_iface_pending_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
+                         ucs_arbiter_elem_t *elem, void *arg)
+{
+    uct_src_iface_t *iface = arg;
+    uct_pending_req_t *req = ucs_container_of(elem, uct_pending_req_t, priv);
+    ucs_status_t status;
+
+    if (!uct_src_iface_has_tx_resources(iface)) {
+        return UCS_ARBITER_CB_RESULT_STOP;
+    }
+    status = req->func(req);
+    if (status == UCS_OK) {
+        return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
+    } else if (status == UCS_INPROGRESS) {
+        return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
+    }
+    return uct_src_iface_has_tx_resources(iface) ? UCS_ARBITER_CB_RESULT_DESCHED_GROUP :
+                                                   UCS_ARBITER_CB_RESULT_STOP;
+}
+
+void uct_src_iface_dispatch_pending(uct_src_iface_t *iface)
+{
+    if (iface->in_pending || ucs_arbiter_is_empty(&iface->arbiter) ||
+        !uct_src_iface_has_tx_resources(iface)) {
+        return;
+    }
+    iface->in_pending = 1;
+    ucs_arbiter_dispatch(&iface->arbiter, 1, uct_src_iface_pending_cb, iface);
+    iface->in_pending = 0;
+}
+
+static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    unsigned count;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    count  = srcnic_nic_progress(iface->nic);
+    count += uct_src_iface_poll(iface);
+    uct_src_iface_dispatch_pending(iface);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return count;
+}
+
+/* Background progress: only the engine (acks, retransmissions, placing data into posted
+ * buffers); completions stay queued for the application's own progress. */
+static void uct_src_iface_async_progress(int id, ucs_event_set_types_t events, void *arg)
+{
+    uct_src_iface_t *iface = arg;
+
+    srcnic_nic_progress(iface->nic);
+}
+
+static ucs_status_t uct_src_iface_flush(uct_iface_h tl_iface, unsigned flags,
+                                        uct_completion_t *comp)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    ucs_status_t status;
+
+    if (comp != NULL) {
+        return UCS_ERR_UNSUPPORTED;
+    }
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    if (!ucs_arbiter_is_empty(&iface->arbiter)) {
+        status = UCS_ERR_NO_RESOURCE;
+    } else {
+        status = (iface->tx_outstanding == 0) ? UCS_OK : UCS_INPROGRESS;
+    }
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+static ucs_status_t uct_src_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+
+    *fd_p = srcnic_nic_event_fd(iface->nic);
+    return UCS_OK;
+}
+
+static ucs_status_t uct_src_iface_event_arm(uct_iface_h tl_iface, unsigned events)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    ucs_status_t status;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    /* Busy while completions wait in the queue or the engine has work; otherwise the fd
+     * fires on the next datagram, timer or completion (srcnic_nic_arm). */
+    status = (ucs_status_t)srcnic_nic_arm(iface->nic);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return status;
+}
+
+static ucs_status_t uct_src_iface_find_ip(const char *if_name, struct in_addr *ip_p,
+                                          int *is_loopback_p)
+{
+    struct ifaddrs *ifaddrs, *ifa;
+    ucs_status_t status = UCS_ERR_NO_DEVICE;
+
+    if (getifaddrs(&ifaddrs) != 0) {
+        ucs_error("src: getifaddrs() failed: %m");
+        return UCS_ERR_IO_ERROR;
+    }
+    for (ifa = ifaddrs; ifa != NULL; ifa = ifa->ifa_next) {
+        if ((ifa->ifa_addr != NULL) && (ifa->ifa_addr->sa_family == AF_INET) &&
+            !strcmp(ifa->ifa_name, if_name)) {
+            *ip_p          = ((struct sockaddr_in*)ifa->ifa_addr)->sin_addr;
+            *is_loopback_p = !!(ifa->ifa_flags & IFF_LOOPBACK);
+            status         = UCS_OK;
+            break;
+        }
+    }
+    freeifaddrs(ifaddrs);
+    if (status != UCS_OK) {
+        ucs_error("src: interface '%s' has no IPv4 address", if_name);
+    }
+    return status;
+}
+
+static ucs_mpool_ops_t uct_src_mpool_ops = {
+    .chunk_alloc   = ucs_mpool_chunk_malloc,
+    .chunk_release = ucs_mpool_chunk_free,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
+                           const uct_iface_params_t *params,
+                           const uct_iface_config_t *tl_config)
+{
+    uct_src_iface_config_t *config = ucs_derived_of(tl_config, uct_src_iface_config_t);
+    uct_src_md_t *md               = ucs_derived_of(tl_md, uct_src_md_t);
+    const char *dev_name;
+    srcnic_config_t nic_config;
+    srcnic_qp_config_t qp_config;
+    size_t align, align_offset, payload_offset;
+    ucs_async_context_t *async;
+    ucs_status_t status;
+
+    UCT_CHECK_PARAM(params->field_mask & UCT_IFACE_PARAM_FIELD_OPEN_MODE,
+                    "UCT_IFACE_PARAM_FIELD_OPEN_MODE is not defined");
+    if (!(params->open_mode & UCT_IFACE_OPEN_MODE_DEVICE)) {
+        ucs_error("src: only UCT_IFACE_OPEN_MODE_DEVICE is supported");
+        return UCS_ERR_UNSUPPORTED;
+    }
+
+    UCS_CLASS_CALL_SUPER_INIT(uct_base_iface_t, &uct_src_iface_ops,
+                              &uct_src_iface_internal_ops, tl_md, worker, params,
+                              tl_config UCS_STATS_ARG(
+                                  (params->field_mask & UCT_IFACE_PARAM_FIELD_STATS_ROOT) ?
+                                  params->stats_root : NULL)
+                              UCS_STATS_ARG(params->mode.device.dev_name));
+
+    self->nic            = NULL;
+    self->qp             = NULL;
+    self->async_timer_id = -1;
+    self->tx_outstanding = 0;
+    self->rx_posted      = 0;
+    self->in_pending     = 0;
+
+    if (!ucs_is_pow2(config->tx_queue_len) || !ucs_is_pow2(config->rx_queue_len) ||
+        (config->tx_queue_len > UINT16_MAX + 1) || (config->rx_queue_len > UINT16_MAX + 1)) {
+        ucs_error("src: UCX_SRC_TX_QUEUE_LEN=%u and UCX_SRC_RX_QUEUE_LEN=%u must be powers of "
+                  "2 up to 65536", config->tx_queue_len, config->rx_queue_len);
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((config->seg_size < ucs_max(64, SRCNIC_WQE_INLINE_MAX)) ||
+        (config->seg_size > UCS_MBYTE * 4)) {
+        ucs_error("src: UCX_SRC_SEG_SIZE=%zu must be between %d and 4m", config->seg_size,
+                  ucs_max(64, SRCNIC_WQE_INLINE_MAX));
+        return UCS_ERR_INVALID_PARAM;
+    }
+    if ((params->field_mask & UCT_IFACE_PARAM_FIELD_AM_ALIGNMENT) &&
+        !ucs_is_pow2(params->am_alignment)) {
+        ucs_error("src: AM alignment %zu is not a power of 2", params->am_alignment);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    dev_name = params->mode.device.dev_name;
+    if (strncmp(dev_name, UCT_SRC_DEV_PREFIX, strlen(UCT_SRC_DEV_PREFIX))) {
+        ucs_error("src: device '%s' is not a src device (src_<interface>)", dev_name);
+        return UCS_ERR_NO_DEVICE;
+    }
+    ucs_strncpy_zero(self->if_name, dev_name + strlen(UCT_SRC_DEV_PREFIX),
+                     sizeof(self->if_name));
+    status = uct_src_iface_find_ip(self->if_name, &self->ip, &self->is_loopback);
+    if (status != UCS_OK) {
+        return status;
+    }
+
+    srcnic_config_init(&nic_config);
+    inet_ntop(AF_INET, &self->ip, nic_config.bind_addr, sizeof(nic_config.bind_addr));
+    nic_config.mtu             = config->mtu;
+    nic_config.window          = config->window;
+    nic_config.rto_us          = (uint32_t)ucs_max(config->rto * 1e6, 1);
+    nic_config.rto_max_us      = (uint32_t)ucs_max(config->rto_max * 1e6, 1);
+    nic_config.retry_count     = config->retry_count;
+    nic_config.peer_timeout_ms = (uint32_t)ucs_max(config->peer_timeout * 1e3, 1);
+    nic_config.rnr_delay_us    = (uint32_t)ucs_max(config->rnr_delay * 1e6, 1);
+    nic_config.max_connections = config->max_connections;
+    nic_config.max_inflight    = config->max_inflight;
+    nic_config.rx_buffers      = config->rx_buffers;
+    nic_config.sock_buf        = (uint32_t)ucs_min(config->sock_buf, UINT32_MAX);
+    nic_config.job_key         = config->job_key;
+    nic_config.fault_drop      = config->fault_drop;
+    nic_config.fault_corrupt   = config->fault_corrupt;
+    nic_config.fault_seed      = config->fault_seed;
+    nic_config.pd              = md->pd;
+    status = (ucs_status_t)srcnic_nic_create(&nic_config, &self->nic);
+    if (status != UCS_OK) {
+        ucs_error("src: failed to start the engine on %s (%s): %s; check the UCX_SRC_* "
+                  "settings above", self->if_name, nic_config.bind_addr,
+                  ucs_status_string(status));
+        return status;
+    }
+
+    srcnic_qp_config_init(&qp_config);
+    qp_config.sq_size = config->tx_queue_len;
+    qp_config.rq_size = config->rx_queue_len;
+    status = (ucs_status_t)srcnic_qp_create(self->nic, &qp_config, &self->qp);
+    if (status != UCS_OK) {
+        goto err_destroy_nic;
+    }
+
+    self->seg_size      = config->seg_size;
+    self->max_short     = SRCNIC_WQE_INLINE_MAX;
+    self->tx_max        = config->tx_queue_len;
+    self->rx_max        = config->rx_queue_len;
+    self->rx_headroom   = (params->field_mask & UCT_IFACE_PARAM_FIELD_RX_HEADROOM) ?
+                          params->rx_headroom : 0;
+    self->release_desc.cb = uct_src_iface_release_desc;
+    ucs_arbiter_init(&self->arbiter);
+
+    payload_offset = sizeof(uct_recv_desc_t*) + self->rx_headroom;
+    status = uct_iface_param_am_alignment(params, self->seg_size, payload_offset,
+                                          payload_offset, &align, &align_offset);
+    if (status != UCS_OK) {
+        goto err_cleanup_arbiter;
+    }
+    /* Receive buffers: those posted plus as many again for UCP to keep for a while. */
+    status = ucs_mpool_init(&self->rx_mp, 0, payload_offset + self->seg_size, align_offset,
+                            align, 64, self->rx_max * 2, &uct_src_mpool_ops, "src_rx_desc");
+    if (status != UCS_OK) {
+        goto err_cleanup_arbiter;
+    }
+    status = ucs_mpool_init(&self->tx_mp, 0, sizeof(uct_src_send_desc_t) + self->seg_size,
+                            sizeof(uct_src_send_desc_t), UCS_SYS_CACHE_LINE_SIZE, 64,
+                            self->tx_max, &uct_src_mpool_ops, "src_tx_desc");
+    if (status != UCS_OK) {
+        goto err_cleanup_rx_mp;
+    }
+    uct_src_iface_post_recvs(self);
+    if (self->rx_posted != self->rx_max) {
+        ucs_error("src: could not post %u receive buffers", self->rx_max);
+        status = UCS_ERR_NO_MEMORY;
+        goto err_cleanup_tx_mp;
+    }
+
+    async = self->super.worker->async;
+    if (async != NULL) {
+        status = ucs_async_add_timer(async->mode, ucs_time_from_sec(config->async_interval),
+                                     uct_src_iface_async_progress, self, async,
+                                     &self->async_timer_id);
+        if (status != UCS_OK) {
+            ucs_error("src: failed to add the background progress timer: %s",
+                      ucs_status_string(status));
+            goto err_cleanup_tx_mp;
+        }
+    }
+    ucs_debug("src: iface %p on %s (%s) qpn %u seg_size %zu", self, self->if_name,
+              nic_config.bind_addr, srcnic_qp_num(self->qp), self->seg_size);
+    return UCS_OK;
+
+err_cleanup_tx_mp:
+    ucs_mpool_cleanup(&self->tx_mp, 0);
+err_cleanup_rx_mp:
+    ucs_mpool_cleanup(&self->rx_mp, 0);
+err_cleanup_arbiter:
+    ucs_arbiter_cleanup(&self->arbiter);
+    srcnic_qp_destroy(self->qp);
+err_destroy_nic:
+    srcnic_nic_destroy(self->nic);
+    return status;
+}
+
+static UCS_CLASS_CLEANUP_FUNC(uct_src_iface_t)
+{
+    if (self->async_timer_id >= 0) {
+        ucs_async_remove_handler(self->async_timer_id, 1);
+    }
+    uct_base_iface_progress_disable(&self->super.super,
+                                    UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    /* Destroying the QP completes nothing we would still read; the engine goes with it. */
+    srcnic_qp_destroy(self->qp);
+    srcnic_nic_destroy(self->nic);
+    ucs_mpool_cleanup(&self->tx_mp, 0);
+    ucs_mpool_cleanup(&self->rx_mp, 0);
+    ucs_arbiter_cleanup(&self->arbiter);
+}
+
+UCS_CLASS_DEFINE(uct_src_iface_t, uct_base_iface_t);
+
+static UCS_CLASS_DEFINE_NEW_FUNC(uct_src_iface_t, uct_iface_t, uct_md_h, uct_worker_h,
+                                 const uct_iface_params_t*, const uct_iface_config_t*);
+static UCS_CLASS_DEFINE_DELETE_FUNC(uct_src_iface_t, uct_iface_t);
+
+static uct_iface_ops_t uct_src_iface_ops = {
+    .ep_put_short             = uct_src_ep_put_short,
+    .ep_put_bcopy             = uct_src_ep_put_bcopy,
+    .ep_put_zcopy             = uct_src_ep_put_zcopy,
+    .ep_get_bcopy             = uct_src_ep_get_bcopy,
+    .ep_get_zcopy             = uct_src_ep_get_zcopy,
+    .ep_am_short              = uct_src_ep_am_short,
+    .ep_am_short_iov          = uct_base_ep_am_short_iov,
+    .ep_am_bcopy              = uct_src_ep_am_bcopy,
+    .ep_am_zcopy              = uct_src_ep_am_zcopy,
+    .ep_pending_add           = uct_src_ep_pending_add,
+    .ep_pending_purge         = uct_src_ep_pending_purge,
+    .ep_flush                 = uct_src_ep_flush,
+    .ep_fence                 = uct_base_ep_fence,
+    .ep_check                 = uct_src_ep_check,
+    .ep_create                = UCS_CLASS_NEW_FUNC_NAME(uct_src_ep_t),
+    .ep_destroy               = UCS_CLASS_DELETE_FUNC_NAME(uct_src_ep_t),
+    .iface_flush              = uct_src_iface_flush,
+    .iface_fence              = uct_base_iface_fence,
+    .iface_progress_enable    = uct_base_iface_progress_enable,
+    .iface_progress_disable   = uct_base_iface_progress_disable,
+    .iface_progress           = uct_src_iface_progress,
+    .iface_event_fd_get       = uct_src_iface_event_fd_get,
+    .iface_event_arm          = uct_src_iface_event_arm,
+    .iface_close              = UCS_CLASS_DELETE_FUNC_NAME(uct_src_iface_t),
+    .iface_query              = uct_src_iface_query,
+    .iface_get_device_address = uct_src_iface_get_device_address,
+    .iface_get_address        = uct_src_iface_get_address,
+    .iface_is_reachable       = uct_src_iface_is_reachable
+};
+
+static uct_iface_internal_ops_t uct_src_iface_internal_ops = {
+    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
+    .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
+    .ep_invalidate       = uct_src_ep_invalidate
+};
+
+UCT_TL_DEFINE_ENTRY(&uct_src_component, src, uct_src_query_devices, uct_src_iface_t,
+                    UCT_SRC_CONFIG_PREFIX, uct_src_iface_config_table, uct_src_iface_config_t);
+
+UCT_SINGLE_TL_INIT(&uct_src_component, src, ctor, , )
