@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -89,13 +90,15 @@ srcnic_status_t Nic::init()
 
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (epoll_fd_ < 0 || timer_fd_ < 0) {
-        SRCNIC_LOG_ERROR("epoll_create1/timerfd_create failed: %m");
+    kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_fd_ < 0 || timer_fd_ < 0 || kick_fd_ < 0) {
+        SRCNIC_LOG_ERROR("epoll_create1/timerfd_create/eventfd failed: %m");
         return SRCNIC_ERR_IO_ERROR;
     }
     struct epoll_event ev = {};
     ev.events = EPOLLIN;
     if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev) != 0 ||
+        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, kick_fd_, &ev) != 0 ||
         (link_->event_fd() >= 0 && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_->event_fd(), &ev) != 0)) {
         SRCNIC_LOG_ERROR("epoll_ctl failed: %m");
         return SRCNIC_ERR_IO_ERROR;
@@ -116,6 +119,18 @@ Nic::~Nic()
     if (timer_fd_ >= 0) {
         close(timer_fd_);
     }
+    if (kick_fd_ >= 0) {
+        close(kick_fd_);
+    }
+}
+
+void Nic::kick()
+{
+    armed_ = false;
+    const uint64_t one = 1;
+    if (write(kick_fd_, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        SRCNIC_LOG_RATELIMITED(LogLevel::kError, "eventfd write failed: %m");
+    }
 }
 
 unsigned Nic::progress()
@@ -130,6 +145,10 @@ unsigned Nic::progress()
 
 srcnic_status_t Nic::arm()
 {
+    uint64_t drained;
+    while (read(kick_fd_, &drained, sizeof(drained)) > 0) {
+    }
+    armed_ = false;
     for (const Qp *qp : qps_) {
         if (qp != nullptr && (!qp->cq_empty() || !const_cast<Qp *>(qp)->sq().empty())) {
             return SRCNIC_ERR_BUSY;
@@ -172,6 +191,7 @@ srcnic_status_t Nic::arm()
     if (deadline != 0 && deadline <= now_ns()) {
         return SRCNIC_ERR_BUSY;
     }
+    armed_ = true;
     return SRCNIC_OK;
 }
 

@@ -77,6 +77,15 @@ public:
     srcnic_status_t dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, srcnic_dest_t *dest_p);
     srcnic_status_t dest_status(srcnic_dest_t dest) const;
 
+    // A completion was written: wake a waiter that armed the event fd (arm() found nothing
+    // pending, so the completion may come from background progress it does not see).
+    void notify_completion()
+    {
+        if (armed_) {
+            kick();
+        }
+    }
+
     uint64_t counter(srcnic_counter_t c) const { return counters_[c]; }
     unsigned num_connections() const { return num_conns_; }
     size_t conn_state_bytes() const;
@@ -176,8 +185,12 @@ private:
     uint32_t tx_count_ = 0;
     bool tx_blocked_ = false;       // the link would block: stop generating packets
 
+    void kick();
+
     int epoll_fd_ = -1;
     int timer_fd_ = -1;
+    int kick_fd_ = -1;              // eventfd: completions written while armed
+    bool armed_ = false;            // arm() returned OK and nothing has woken the fd since
 };
 
 inline Nic *to_nic(srcnic_nic_t *nic) { return static_cast<Nic *>(nic); }

@@ -27,6 +27,12 @@ srcnic_status_t Qp::post_recv(const srcnic_recv_wqe_t &wqe)
     return SRCNIC_OK;
 }
 
+void Qp::complete(const srcnic_cqe_t &cqe)
+{
+    cq_.push(cqe);
+    nic_->notify_completion();
+}
+
 unsigned Qp::poll_cq(srcnic_cqe_t *cqes, unsigned max)
 {
     unsigned n = 0;

@@ -38,7 +38,7 @@ public:
     Ring<srcnic_recv_wqe_t> &rq() { return rq_; }
     bool cq_empty() const { return cq_.empty(); }
     // Never fails: every CQE was reserved when its work request was posted.
-    void complete(const srcnic_cqe_t &cqe) { cq_.push(cqe); }
+    void complete(const srcnic_cqe_t &cqe);
 
 private:
     static uint32_t round_up_pow2(uint32_t v)

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <poll.h>
 
 namespace srcnic {
 namespace test {
@@ -266,6 +267,46 @@ TEST_F(NicBasic, connection__shared_by_qps)
     EXPECT_EQ(d2, r2);
     EXPECT_EQ(1u, nics_.nic(0)->num_connections());
     EXPECT_EQ(1u, nics_.nic(1)->num_connections());
+}
+
+bool readable(int fd, int timeout_ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, timeout_ms) == 1;
+}
+
+TEST_F(NicBasic, arm__busy_while_pending_then_woken_by_arrival)
+{
+    Nic *b = nics_.nic(1);
+    std::vector<uint8_t> data(100, 3), rbuf(100);
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(1, rbuf.data(), 100)));
+    // Idle: arming succeeds and the fd stays quiet.
+    ASSERT_TRUE(progress_until(nics_.all(), [&] { return b->arm() == SRCNIC_OK; }));
+    EXPECT_FALSE(readable(b->event_fd(), 0));
+    // A message arrives while armed: the fd becomes readable without anyone progressing b.
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b_, 1, data.data(), 100)));
+    nics_.nic(0)->progress();
+    EXPECT_TRUE(readable(b->event_fd(), 5000));
+    b->progress();
+    // A completion is queued now: arming must refuse.
+    EXPECT_EQ(SRCNIC_ERR_BUSY, b->arm());
+    srcnic_cqe_t c;
+    ASSERT_EQ(1u, qb_->poll_cq(&c, 1));
+    EXPECT_EQ(SRCNIC_OK, c.status);
+}
+
+TEST_F(NicBasic, arm__completion_from_background_progress_wakes_fd)
+{
+    Nic *b = nics_.nic(1);
+    std::vector<uint8_t> data(100, 3), rbuf(100);
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(1, rbuf.data(), 100)));
+    ASSERT_TRUE(progress_until(nics_.all(), [&] { return b->arm() == SRCNIC_OK; }));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b_, 1, data.data(), 100)));
+    // The sender transmits; b is progressed "in the background" (the UCT async timer) before
+    // the waiter looks: the datagram is consumed, but the completion must still wake it.
+    ASSERT_TRUE(progress_until(nics_.all(), [&] { return b->counter(SRCNIC_CNT_RX_PACKETS) > 0; }));
+    EXPECT_FALSE(readable(b->link().event_fd(), 0));   // nothing left in the link
+    EXPECT_TRUE(readable(b->event_fd(), 5000));        // the completion woke the NIC's fd
 }
 
 } // namespace
