@@ -1,5 +1,6 @@
 /* An MPI correctness check run by make check through srcrun: point-to-point ping-pong of
- * verified payloads from 0 B to 1 MiB between rank pairs, allreduce and alltoall. Prints
+ * verified payloads from 0 B to 1 MiB between rank pairs, allreduce, alltoall, and MPI_Put,
+ * MPI_Get and MPI_Accumulate in a window between fences. Prints
  * "mpi_check: N ranks passed" on rank 0 and exits non-zero on the first mismatch. */
 #include <mpi.h>
 
@@ -83,6 +84,48 @@ static void check_collectives(void)
     free(in);
 }
 
+/* One-sided: every rank puts a pattern into its right neighbour's window and gets one back
+ * from its left neighbour, between fences; then an accumulate. */
+static void check_rma(void)
+{
+    const int n = 4096;
+    int *win_buf, *got, i, right = (rank + 1) % nranks, left = (rank + nranks - 1) % nranks;
+    int *src;
+    MPI_Win win;
+
+    CHECK(MPI_Alloc_mem(sizeof(int) * n, MPI_INFO_NULL, &win_buf) == MPI_SUCCESS, "alloc_mem");
+    src = malloc(sizeof(int) * n);
+    got = malloc(sizeof(int) * n);
+    CHECK(src != NULL && got != NULL, "out of memory");
+    for (i = 0; i < n; ++i) {
+        win_buf[i] = -1;
+        src[i]     = rank * 100000 + i;
+    }
+    MPI_Win_create(win_buf, sizeof(int) * n, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_fence(0, win);
+    MPI_Put(src, n, MPI_INT, right, 0, n, MPI_INT, win);
+    MPI_Win_fence(0, win);
+    for (i = 0; i < n; ++i) {
+        CHECK(win_buf[i] == left * 100000 + i, "window slot %d has %d after put", i, win_buf[i]);
+    }
+    MPI_Get(got, n, MPI_INT, left, 0, n, MPI_INT, win);
+    MPI_Win_fence(0, win);
+    for (i = 0; i < n; ++i) {
+        /* left's window holds what left's own left neighbour put there */
+        int expect = ((left + nranks - 1) % nranks) * 100000 + i;
+        CHECK(got[i] == expect, "get slot %d has %d, expected %d", i, got[i], expect);
+    }
+    MPI_Accumulate(src, 16, MPI_INT, right, 0, 16, MPI_INT, MPI_SUM, win);
+    MPI_Win_fence(0, win);
+    for (i = 0; i < 16; ++i) {
+        CHECK(win_buf[i] == 2 * (left * 100000 + i), "accumulate slot %d has %d", i, win_buf[i]);
+    }
+    MPI_Win_free(&win);
+    MPI_Free_mem(win_buf);
+    free(src);
+    free(got);
+}
+
 int main(int argc, char **argv)
 {
     const char *preload = getenv("LD_PRELOAD");
@@ -94,6 +137,7 @@ int main(int argc, char **argv)
           "the src module is not preloaded (LD_PRELOAD=%s)", preload ? preload : "");
     check_pingpong();
     check_collectives();
+    check_rma();
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
         printf("mpi_check: %d ranks passed\n", nranks);
