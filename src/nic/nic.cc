@@ -110,6 +110,18 @@ srcnic_status_t Nic::init()
 
 Nic::~Nic()
 {
+    if (log_enabled(LogLevel::kInfo)) {
+        std::string line;
+        for (int k = 0; k < SRCNIC_CNT_LAST; ++k) {
+            if (counters_[k] != 0) {
+                line += " ";
+                line += srcnic_counter_name(static_cast<srcnic_counter_t>(k));
+                line += "=" + std::to_string(counters_[k]);
+            }
+        }
+        SRCNIC_LOG_INFO("nic %s counters:%s", link_->local_addr().to_string().c_str(),
+                        line.c_str());
+    }
     for (Qp *qp : qps_) {
         delete qp;
     }
