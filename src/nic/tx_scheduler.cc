@@ -252,6 +252,10 @@ void Nic::check_timers(Connection *c, uint64_t now)
     }
     count(SRCNIC_CNT_TIMEOUTS);
     ++c->retries;
+    SRCNIC_LOG_DEBUG("connection %u timeout %u: acked %u send %u next %u rto %u us srtt %u us "
+                     "deferred %d/%u/%u expected %u", c->id, c->retries, c->acked_psn,
+                     c->send_psn, c->next_psn, c->rto_us, c->srtt_us, c->has_deferred_ack,
+                     c->deferred_pos, c->deferred_ack, c->expected_psn);
     if (c->retries > config_.retry_count ||
         now - c->progress_ns > static_cast<uint64_t>(config_.peer_timeout_ms) * kNsPerMs) {
         conn_fail(c, SRCNIC_ERR_ENDPOINT_TIMEOUT);

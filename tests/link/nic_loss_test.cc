@@ -292,3 +292,107 @@ TEST(NicHeal, drop_everything_until_resent_then_heal)
 } // namespace
 } // namespace test
 } // namespace srcnic
+
+namespace srcnic {
+namespace test {
+namespace {
+
+// Sixteen Nics, two QPs each, every QP sending to a QP on every other Nic: one connection per
+// Nic pair carries both QPs' traffic, and every message arrives once and in order.
+TEST(NicMany, sixteen_nics_all_to_all__one_connection_per_pair)
+{
+    constexpr size_t kNics = 16;
+    constexpr uint32_t kPerFlow = 20;
+    const uint64_t seed = 0x16;
+    std::printf("seed %" PRIu64 "\n", seed);
+    srcnic_config_t config = test_config();
+    LoopbackNics nics(kNics, config, 8192, seed);
+    FaultConfig fc;
+    fc.drop = 0.02;
+    fc.reorder = 0.02;
+    for (size_t i = 0; i < kNics; ++i) {
+        ASSERT_EQ(SRCNIC_OK, nics.faulty(i)->set_config(fc, FaultConfig()));
+    }
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    std::vector<Qp *> qps;   // nic n: qps[2n], qps[2n+1]
+    for (size_t n = 0; n < kNics; ++n) {
+        for (int q = 0; q < 2; ++q) {
+            Qp *qp;
+            ASSERT_EQ(SRCNIC_OK, nics.nic(n)->qp_create(qc, &qp));
+            qps.push_back(qp);
+        }
+    }
+    // Receive buffers: enough for everything addressed to each QP.
+    const uint32_t per_qp = static_cast<uint32_t>((kNics - 1) * kPerFlow);
+    std::vector<std::vector<uint32_t>> rbufs(qps.size(), std::vector<uint32_t>(per_qp * 4));
+    for (size_t q = 0; q < qps.size(); ++q) {
+        for (uint32_t i = 0; i < std::min<uint32_t>(per_qp, 256); ++i) {
+            ASSERT_EQ(SRCNIC_OK, qps[q]->post_recv(make_recv(i, &rbufs[q][i * 4], 16)));
+        }
+    }
+    // Per (dst qp, src qp) the sequence numbers must come 0, 1, 2, ...
+    std::vector<std::vector<uint32_t>> next(qps.size(), std::vector<uint32_t>(qps.size(), 0));
+    uint64_t received = 0;
+    const uint64_t expected = qps.size() * (kNics - 1) * kPerFlow;
+    bool bad = false;
+    auto drain = [&] {
+        for (Nic *n : nics.all()) {
+            n->progress();
+        }
+        for (size_t q = 0; q < qps.size(); ++q) {
+            srcnic_cqe_t cqes[16];
+            unsigned got = qps[q]->poll_cq(cqes, 16);
+            for (unsigned i = 0; i < got; ++i) {
+                if (cqes[i].opcode != SRCNIC_OP_RECV) {
+                    bad |= cqes[i].status != SRCNIC_OK;
+                    continue;
+                }
+                const uint32_t *m = &rbufs[q][cqes[i].wr_id * 4];
+                bad |= cqes[i].status != SRCNIC_OK || m[0] >= qps.size() || m[1] != next[q][m[0]] ||
+                       m[2] != m[0] * 7 + m[1] || m[3] != 0xabcdef || (m[0] / 2) == (q / 2);
+                if (!bad) {
+                    ++next[q][m[0]];
+                }
+                ++received;
+                bad |= qps[q]->post_recv(make_recv(cqes[i].wr_id, &rbufs[q][cqes[i].wr_id * 4], 16)) != SRCNIC_OK;
+            }
+        }
+    };
+    // Message: {src qp index, seq, pattern, marker}; its buffer lives until the test ends.
+    std::vector<std::vector<uint32_t>> msgs;
+    msgs.reserve(expected);
+    const uint64_t deadline = now_ns() + 120 * kNsPerSec;
+    for (uint32_t seq = 0; seq < kPerFlow; ++seq) {
+        for (size_t s = 0; s < qps.size(); ++s) {
+            const size_t sn = s / 2;
+            for (size_t dn = 0; dn < kNics; ++dn) {
+                if (dn == sn) {
+                    continue;
+                }
+                srcnic_dest_t dest;
+                ASSERT_EQ(SRCNIC_OK, nics.nic(sn)->dest_create(nics.nic(dn)->addr(), qps[2 * dn + s % 2]->qpn(), &dest));
+                msgs.push_back({static_cast<uint32_t>(s), seq, static_cast<uint32_t>(s * 7 + seq), 0xabcdef});
+                srcnic_wqe_t w = make_send(dest, s, msgs.back().data(), 16);
+                while (qps[s]->post_send(w) == SRCNIC_ERR_NO_RESOURCE) {
+                    ASSERT_LT(now_ns(), deadline) << "watchdog while posting";
+                    drain();
+                }
+            }
+        }
+    }
+    ASSERT_TRUE(progress_until({}, [&] {
+        drain();
+        return bad || received == expected;
+    }, 120.0)) << received << " of " << expected << " received";
+    ASSERT_FALSE(bad) << "a message was lost, duplicated, reordered or corrupted";
+    for (size_t n = 0; n < kNics; ++n) {
+        EXPECT_EQ(kNics - 1, nics.nic(n)->num_connections()) << "nic " << n;
+    }
+    std::printf("%" PRIu64 " messages, %zu bytes of connection state per Nic pair\n", received,
+                nics.nic(0)->conn_state_bytes());
+}
+
+} // namespace
+} // namespace test
+} // namespace srcnic
