@@ -310,7 +310,9 @@ static unsigned uct_src_iface_poll(uct_src_iface_t *iface)
         }
         count += n;
     } while (n == UCT_SRC_RX_BATCH);
-    if (count != 0) {
+    /* Also after UCP returned kept buffers: without this the receive ring could stay empty
+     * and every sender back off on receiver-not-ready forever. */
+    if (iface->rx_posted < iface->rx_max) {
         uct_src_iface_post_recvs(iface);
     }
     return count;
