@@ -1,0 +1,1725 @@
+// Engine micro-benchmark: the srcnic engine over UDP on 127.0.0.1 and the kernel's own UDP floor,
+// measured side by side in one run and reported as ratios (DESIGN.md §9).
+//
+// Tests (see perf/README.md for what each figure means):
+//   latency    ping-pong of one message, one-way latency = half the round trip (median, p99);
+//              srcnic: SEND both ways; floor: one datagram both ways (send/recv, connected).
+//   rate       8-byte messages streamed one way, counted at the receiver per second;
+//              srcnic: inline SENDs, posted in batches with a window of outstanding sends;
+//              floor: 8-byte datagrams with sendmmsg/recvmmsg and a credit window.
+//   bandwidth  N-byte messages streamed one way, bytes/s; srcnic: SEND into N-byte receive
+//              buffers (counted at the receiver) and RDMA WRITE (counted at the writer's
+//              completions); floor: each message cut into datagrams of the engine's datagram
+//              size, sendmmsg/recvmmsg and a credit window (counted at the receiver).
+//
+// Flow control of the floor. The receiver returns its cumulative datagram count every window/4
+// datagrams and the sender keeps at most `window` datagrams unacknowledged: the window and
+// acknowledgement rate the engine uses (srcnic_config_t.window), so the floor pays the kernel
+// cost of comparable reverse traffic and is never overrun (no datagram is lost on loopback).
+//
+// Threads. Both endpoints of a test run in this process, one thread each (pinned to CPUs 0 and 1
+// unless --no-pin), each busy-polling only its own NIC or socket. NICs, QPs and sockets are
+// created by the main thread before the threads start and destroyed after they are joined.
+//
+// Watchdog. Every loop is bounded: a test that exceeds its time budget is reported as a timeout
+// and stopped. A failed completion, an unexpected length or a payload mismatch is an error.
+// The program exits 0 whether or not the aims are met, 1 on an error or timeout, 2 on bad usage.
+#include <srcnic/srcnic.h>
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr uint64_t kNsPerSec = 1000000000ull;
+constexpr uint32_t kKiB = 1024;
+constexpr uint32_t kMiB = 1024 * 1024;
+// Bytes at the start of every payload that carry its sequence number.
+constexpr uint32_t kSeqBytes = 8;
+// Payload pattern tags of the two directions.
+constexpr uint8_t kTagA = 0x5a;
+constexpr uint8_t kTagB = 0xa5;
+// Datagrams per sendmmsg/recvmmsg call of the floor, as the engine's UDP link batches.
+constexpr uint32_t kUdpBatch = 32;
+// SENDs posted back to back before the next progress call (rate test).
+constexpr uint32_t kPostBatch = 32;
+// Ping-pong: send buffers rotated (a gather SEND's buffer is reused only once it completed)
+// and receive buffers kept posted.
+constexpr uint32_t kPingSlots = 4;
+constexpr uint32_t kPingRecvs = 16;
+// Bandwidth: bytes of messages kept outstanding, and bounds on the number of messages.
+constexpr uint64_t kBwOutstandingBytes = 16ull * kMiB;
+constexpr uint32_t kBwMinDepth = 4;
+constexpr uint32_t kBwMaxDepth = 256;
+// Floor: a sender without credit for this long assumes the credit datagram was lost.
+constexpr uint64_t kCreditStallNs = 20 * 1000 * 1000;
+// Receiver of a stream: after the sender stopped, give up waiting for missing data after this.
+constexpr uint64_t kQuietNs = 200 * 1000 * 1000;
+// Datagram size of the floor's bandwidth stream: the engine's datagrams on loopback are this
+// long (its UDP link's automatic MTU there, kUdpLoopbackMtu), of which 96 bytes are its header.
+constexpr uint32_t kFloorDatagram = 65000;
+// An endpoint thread that got less of a CPU than this was preempted by other load.
+constexpr double kFairCpuShare = 0.9;
+// Extra time a throughput test may take beyond warm-up + measurement before the watchdog fires.
+constexpr double kThroughputSlackSec = 15.0;
+
+uint64_t now_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * kNsPerSec + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint32_t round_up_pow2(uint32_t v)
+{
+    uint32_t p = 1;
+    while (p < v) {
+        p <<= 1;
+    }
+    return p;
+}
+
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+// "8 B", "1 KiB", "64 KiB", "1 MiB", "1500 B".
+std::string size_name(uint32_t size)
+{
+    if (size >= kMiB && size % kMiB == 0) {
+        return format("%u MiB", size / kMiB);
+    }
+    if (size >= kKiB && size % kKiB == 0) {
+        return format("%u KiB", size / kKiB);
+    }
+    return format("%u B", size);
+}
+
+// --- options ---------------------------------------------------------------------------------
+
+struct Options {
+    uint32_t iters = 20000;            // ping-pong round trips measured, per size and side
+    uint32_t warmup = 2000;            // ping-pong round trips before measuring
+    double seconds = 2.0;              // measurement interval of a throughput test, s
+    double warmup_seconds = 0.25;      // throughput: ignored time after the first arrival, s
+    double timeout = 30.0;             // watchdog of a ping-pong test, s
+    std::vector<uint32_t> lat_sizes{8, kKiB};
+    std::vector<uint32_t> bw_sizes{64 * kKiB, kMiB, 4 * kMiB};
+    uint32_t rate_size = 8;            // message size of the rate test, bytes
+    uint32_t rate_depth = 512;         // rate: SENDs posted and not yet completed, at most
+    uint32_t window = 0;               // engine window (and floor credit window); 0 = default
+    uint32_t repeat = 1;               // runs of every test; the best figure is kept
+    bool pin = true;                   // pin the two threads to CPUs 0 and 1
+    bool run_lat = true, run_rate = true, run_bw = true;
+    bool run_engine = true, run_udp = true;
+    std::string csv_path, json_path;
+};
+
+void usage(FILE *out)
+{
+    std::fprintf(out,
+                 "usage: srcnic_bench [options]\n"
+                 "  --iters N          ping-pong round trips measured per size (default 20000)\n"
+                 "  --warmup N         ping-pong round trips before measuring (default 2000)\n"
+                 "  --seconds S        measurement interval of each rate/bandwidth test (default 2)\n"
+                 "  --sizes LIST       ping-pong message sizes, e.g. 8,1K (default 8,1K)\n"
+                 "  --bw-sizes LIST    bandwidth message sizes (default 64K,1M,4M)\n"
+                 "  --rate-depth N     rate test: outstanding SENDs (default 512)\n"
+                 "  --window N         engine window and floor credit window, packets\n"
+                 "                     (default: the engine's default)\n"
+                 "  --tests LIST       any of lat,rate,bw (default all)\n"
+                 "  --repeat N         run every test N times, engine and floor alternating, and\n"
+                 "                     keep the best figure of each (default 1)\n"
+                 "  --side S           engine, udp or both (default both)\n"
+                 "  --timeout S        watchdog of one ping-pong test (default 30)\n"
+                 "  --no-pin           do not pin the two threads to CPUs 0 and 1\n"
+                 "  --csv FILE         also write the results as CSV\n"
+                 "  --json FILE        also write the results and the setup as JSON\n");
+}
+
+bool parse_size(const std::string &text, uint32_t *size_p)
+{
+    char *end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    if (errno != 0 || end == text.c_str()) {
+        return false;
+    }
+    unsigned long long mult = 1;
+    const std::string suffix(end);
+    if (suffix == "K" || suffix == "k" || suffix == "KiB") {
+        mult = kKiB;
+    } else if (suffix == "M" || suffix == "m" || suffix == "MiB") {
+        mult = kMiB;
+    } else if (!suffix.empty() && suffix != "B") {
+        return false;
+    }
+    const unsigned long long bytes = v * mult;
+    if (bytes == 0 || bytes > 256ull * kMiB) {
+        return false;
+    }
+    *size_p = static_cast<uint32_t>(bytes);
+    return true;
+}
+
+bool parse_list(const std::string &text, std::vector<std::string> *items)
+{
+    items->clear();
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) {
+            return false;
+        }
+        items->push_back(item);
+    }
+    return !items->empty();
+}
+
+bool parse_sizes(const std::string &text, std::vector<uint32_t> *sizes)
+{
+    std::vector<std::string> items;
+    if (!parse_list(text, &items)) {
+        return false;
+    }
+    sizes->clear();
+    for (const std::string &item : items) {
+        uint32_t size;
+        if (!parse_size(item, &size)) {
+            return false;
+        }
+        sizes->push_back(size);
+    }
+    return true;
+}
+
+bool parse_uint(const char *text, uint32_t min, uint32_t max, uint32_t *value_p)
+{
+    char *end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < min || v > max) {
+        return false;
+    }
+    *value_p = static_cast<uint32_t>(v);
+    return true;
+}
+
+bool parse_seconds(const char *text, double *value_p)
+{
+    char *end = nullptr;
+    const double v = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !(v > 0 && v <= 3600)) {
+        return false;
+    }
+    *value_p = v;
+    return true;
+}
+
+// Returns 0 when the options are usable, else the exit status (2: bad usage, 0: --help).
+int parse_options(int argc, char **argv, Options *o)
+{
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            usage(stdout);
+            return -1;
+        }
+        if (arg == "--no-pin") {
+            o->pin = false;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            std::fprintf(stderr, "srcnic_bench: %s needs a value (or is unknown)\n", arg.c_str());
+            return 2;
+        }
+        const char *value = argv[++i];
+        bool ok = true;
+        if (arg == "--iters") {
+            ok = parse_uint(value, 1, 100000000, &o->iters);
+        } else if (arg == "--warmup") {
+            ok = parse_uint(value, 0, 100000000, &o->warmup);
+        } else if (arg == "--seconds") {
+            ok = parse_seconds(value, &o->seconds);
+        } else if (arg == "--timeout") {
+            ok = parse_seconds(value, &o->timeout);
+        } else if (arg == "--sizes") {
+            ok = parse_sizes(value, &o->lat_sizes);
+        } else if (arg == "--bw-sizes") {
+            ok = parse_sizes(value, &o->bw_sizes);
+        } else if (arg == "--rate-depth") {
+            ok = parse_uint(value, 1, 32768, &o->rate_depth);
+        } else if (arg == "--repeat") {
+            ok = parse_uint(value, 1, 100, &o->repeat);
+        } else if (arg == "--window") {
+            ok = parse_uint(value, 2, 1024, &o->window);
+        } else if (arg == "--tests") {
+            std::vector<std::string> items;
+            ok = parse_list(value, &items);
+            o->run_lat = o->run_rate = o->run_bw = false;
+            for (const std::string &t : items) {
+                if (t == "lat") {
+                    o->run_lat = true;
+                } else if (t == "rate") {
+                    o->run_rate = true;
+                } else if (t == "bw") {
+                    o->run_bw = true;
+                } else {
+                    ok = false;
+                }
+            }
+        } else if (arg == "--side") {
+            const std::string s = value;
+            ok = s == "engine" || s == "udp" || s == "both";
+            o->run_engine = s != "udp";
+            o->run_udp = s != "engine";
+        } else if (arg == "--csv") {
+            o->csv_path = value;
+        } else if (arg == "--json") {
+            o->json_path = value;
+        } else {
+            std::fprintf(stderr, "srcnic_bench: unknown option %s\n", arg.c_str());
+            usage(stderr);
+            return 2;
+        }
+        if (!ok) {
+            std::fprintf(stderr, "srcnic_bench: bad value for %s: '%s'\n", arg.c_str(), value);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+// --- payloads --------------------------------------------------------------------------------
+//
+// Every message starts with its sequence number (its first min(len, 8) bytes); the bytes after
+// it follow a fixed pattern of the direction's tag, so one reference buffer checks any message.
+
+void put_seq(uint8_t *buf, uint32_t len, uint64_t seq)
+{
+    std::memcpy(buf, &seq, std::min(len, kSeqBytes));
+}
+
+bool seq_is(const uint8_t *buf, uint32_t len, uint64_t seq)
+{
+    return std::memcmp(buf, &seq, std::min(len, kSeqBytes)) == 0;
+}
+
+uint64_t get_seq(const uint8_t *buf)
+{
+    uint64_t seq;
+    std::memcpy(&seq, buf, sizeof(seq));
+    return seq;
+}
+
+void fill_pattern(uint8_t *buf, size_t len, uint8_t tag)
+{
+    for (size_t i = 0; i < len; ++i) {
+        buf[i] = static_cast<uint8_t>(i * 131 + tag);
+    }
+}
+
+// A message of len bytes whose bytes after the sequence number match the reference.
+bool body_matches(const uint8_t *buf, uint32_t len, const uint8_t *ref)
+{
+    return len <= kSeqBytes || std::memcmp(buf + kSeqBytes, ref + kSeqBytes, len - kSeqBytes) == 0;
+}
+
+// A buffer of fresh pages, touched before the clock starts.
+class Buffer {
+public:
+    explicit Buffer(size_t len, uint8_t tag = 0) : data_(new uint8_t[len ? len : 1]), len_(len)
+    {
+        fill_pattern(data_.get(), len, tag);
+    }
+    uint8_t *data() { return data_.get(); }
+    const uint8_t *data() const { return data_.get(); }
+    size_t size() const { return len_; }
+
+private:
+    std::unique_ptr<uint8_t[]> data_;
+    size_t len_;
+};
+
+// --- the test context: watchdog, first error, hand-off flags --------------------------------
+
+class TestCtx {
+public:
+    TestCtx(std::string name, double budget_s)
+        : name_(std::move(name)), budget_s_(budget_s),
+          deadline_ns_(now_ns() + static_cast<uint64_t>(budget_s * 1e9))
+    {
+    }
+
+    // False once the test failed or ran out of time (the clock is read every 32nd call).
+    bool alive()
+    {
+        if (abort_.load(std::memory_order_relaxed)) {
+            return false;
+        }
+        thread_local unsigned calls = 0;
+        if ((++calls & 31) == 0 && now_ns() > deadline_ns_) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (error_.empty()) {
+                timed_out_ = true;
+                error_ = format("timeout: %s exceeded its budget of %g s", name_.c_str(), budget_s_);
+            }
+            abort_.store(true);
+            return false;
+        }
+        return true;
+    }
+
+    // Records the first error and stops both threads.
+    void fail(const char *fmt, ...) __attribute__((format(printf, 2, 3)))
+    {
+        char buf[512];
+        va_list ap;
+        va_start(ap, fmt);
+        std::vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (error_.empty()) {
+            error_ = name_ + ": " + buf;
+        }
+        abort_.store(true);
+    }
+
+    bool ok() const { return !abort_.load(); }
+    bool timed_out() const { return timed_out_; }
+    const std::string &error() const { return error_; }
+    const std::string &name() const { return name_; }
+
+    std::atomic<bool> stop{false};           // the measurement is over: senders stop
+    std::atomic<int> finished{0};            // endpoints whose own work is complete
+    std::atomic<uint64_t> sent_total{0};     // messages (datagrams) the sender sent in all
+    std::atomic<bool> sent_published{false}; // sent_total is final
+    double cpu_share[2] = {1, 1};            // CPU time / wall time of each endpoint thread
+
+private:
+    std::string name_;
+    double budget_s_;
+    uint64_t deadline_ns_;
+    std::atomic<bool> abort_{false};
+    std::mutex mutex_;
+    std::string error_;
+    bool timed_out_ = false;
+};
+
+void pin_to_cpu(unsigned cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+uint64_t thread_cpu_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * kNsPerSec + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// Runs the two endpoints of a test, each on its own thread, and records the share of a CPU
+// each thread got: a busy-polling thread that got much less than 100% was preempted by other
+// load on the machine, and its figures are not the engine's or the kernel's.
+template <typename FnA, typename FnB> void run_pair(const Options &o, TestCtx &ctx, FnA &&fa, FnB &&fb)
+{
+    const bool pin = o.pin && std::thread::hardware_concurrency() >= 2;
+    auto endpoint = [&](unsigned index, auto &&fn) {
+        if (pin) {
+            pin_to_cpu(index);
+        }
+        const uint64_t wall0 = now_ns(), cpu0 = thread_cpu_ns();
+        fn();
+        const uint64_t wall = now_ns() - wall0;
+        ctx.cpu_share[index] = wall ? static_cast<double>(thread_cpu_ns() - cpu0) / static_cast<double>(wall) : 1;
+    };
+    std::thread tb([&] { endpoint(1, fb); });
+    std::thread ta([&] { endpoint(0, fa); });
+    ta.join();
+    tb.join();
+}
+
+// Counts units (messages or bytes) over an interval that starts warmup_s after the first
+// arrival and lasts at least seconds; both ends are arrival instants.
+class Meter {
+public:
+    Meter(double warmup_s, double seconds)
+        : warmup_ns_(static_cast<uint64_t>(warmup_s * 1e9)), interval_ns_(static_cast<uint64_t>(seconds * 1e9))
+    {
+    }
+
+    // Call right after arrivals brought the running total to `units`. True once complete.
+    bool update(uint64_t units)
+    {
+        if (state_ == State::kDone) {
+            return true;
+        }
+        const uint64_t now = now_ns();
+        switch (state_) {
+        case State::kIdle:
+            t_first_ = now;
+            state_ = State::kWarmup;
+            break;
+        case State::kWarmup:
+            if (now - t_first_ >= warmup_ns_) {
+                t0_ = now;
+                u0_ = units;
+                state_ = State::kMeasuring;
+            }
+            break;
+        case State::kMeasuring:
+            if (now - t0_ >= interval_ns_) {
+                t1_ = now;
+                u1_ = units;
+                state_ = State::kDone;
+            }
+            break;
+        case State::kDone:
+            break;
+        }
+        return state_ == State::kDone;
+    }
+
+    bool done() const { return state_ == State::kDone; }
+    // Units per second over the measured interval.
+    double rate() const
+    {
+        return done() && t1_ > t0_ ? static_cast<double>(u1_ - u0_) * 1e9 / static_cast<double>(t1_ - t0_) : 0;
+    }
+
+private:
+    enum class State { kIdle, kWarmup, kMeasuring, kDone };
+    State state_ = State::kIdle;
+    uint64_t warmup_ns_, interval_ns_;
+    uint64_t t_first_ = 0, t0_ = 0, u0_ = 0, t1_ = 0, u1_ = 0;
+};
+
+// --- results ---------------------------------------------------------------------------------
+
+// One side's figure for one test.
+struct Figure {
+    bool ran = false;
+    bool ok = false;
+    bool timed_out = false;
+    double value = NAN;     // in the row's unit
+    double cpu_share = 1;   // the smaller CPU share of the two endpoint threads (see run_pair)
+    std::string note;       // counters worth knowing (retransmissions, drops, stalls)
+    std::string error;
+};
+
+enum class Better { kLower, kHigher };
+
+struct Row {
+    std::string test;       // "latency 8 B median"
+    std::string unit;       // "us", "Mmsg/s", "GB/s"
+    Better better;
+    double aim;             // bound on srcnic/udp; NAN = informative only
+    Figure engine, udp;
+
+    double ratio() const
+    {
+        return engine.ok && udp.ok && udp.value > 0 ? engine.value / udp.value : NAN;
+    }
+    std::string aim_text() const
+    {
+        if (std::isnan(aim)) {
+            return "-";
+        }
+        return format("%s %.2f", better == Better::kLower ? "<=" : ">=", aim);
+    }
+    std::string verdict() const
+    {
+        if ((engine.ran && !engine.ok) || (udp.ran && !udp.ok)) {
+            return (engine.timed_out || udp.timed_out) ? "timeout" : "error";
+        }
+        const double r = ratio();
+        if (std::isnan(r) || std::isnan(aim)) {
+            return "-";
+        }
+        const bool met = better == Better::kLower ? r <= aim : r >= aim;
+        return met ? "met" : "missed";
+    }
+};
+
+Figure figure_from(const TestCtx &ctx, double value, std::string note)
+{
+    Figure f;
+    f.ran = true;
+    f.ok = ctx.ok();
+    f.timed_out = ctx.timed_out();
+    f.value = f.ok ? value : NAN;
+    f.cpu_share = std::min(ctx.cpu_share[0], ctx.cpu_share[1]);
+    f.note = format("cpu=%.0f%%/%.0f%%", ctx.cpu_share[0] * 100, ctx.cpu_share[1] * 100) +
+             (note.empty() ? "" : " " + note);
+    f.error = ctx.error();
+    return f;
+}
+
+// Half round trips of a ping-pong, ns.
+struct LatencyFigures {
+    Figure median, p99;
+};
+
+LatencyFigures latency_from(const TestCtx &ctx, std::vector<uint64_t> rtt, const std::string &note)
+{
+    double median = NAN, p99 = NAN;
+    if (!rtt.empty()) {
+        std::sort(rtt.begin(), rtt.end());
+        median = static_cast<double>(rtt[rtt.size() / 2]) / 2e3;
+        p99 = static_cast<double>(rtt[std::min(rtt.size() - 1, rtt.size() * 99 / 100)]) / 2e3;
+    }
+    return LatencyFigures{figure_from(ctx, median, note), figure_from(ctx, p99, note)};
+}
+
+// --- the engine side -------------------------------------------------------------------------
+
+struct EngineEnd {
+    srcnic_nic_t *nic = nullptr;
+    srcnic_qp_t *qp = nullptr;
+    srcnic_dest_t peer{};   // the other end's QP
+};
+
+// Two NICs on 127.0.0.1, one QP each, each with a destination naming the other's QP.
+class EnginePair {
+public:
+    EnginePair() = default;
+    EnginePair(const EnginePair &) = delete;
+    EnginePair &operator=(const EnginePair &) = delete;
+    ~EnginePair()
+    {
+        for (EngineEnd *e : {&a, &b}) {
+            if (e->qp != nullptr) {
+                srcnic_qp_destroy(e->qp);
+            }
+            if (e->nic != nullptr) {
+                srcnic_nic_destroy(e->nic);
+            }
+        }
+    }
+
+    bool open(const Options &o, uint32_t sq_size, uint32_t rq_size, std::string *err)
+    {
+        srcnic_config_t config;
+        srcnic_config_init(&config);
+        std::snprintf(config.bind_addr, sizeof(config.bind_addr), "127.0.0.1");
+        if (o.window != 0) {
+            config.window = o.window;
+        }
+        srcnic_qp_config_t qc;
+        srcnic_qp_config_init(&qc);
+        qc.sq_size = std::max(qc.sq_size, round_up_pow2(sq_size));
+        qc.rq_size = std::max(qc.rq_size, round_up_pow2(rq_size));
+        srcnic_status_t st;
+        for (EngineEnd *e : {&a, &b}) {
+            if ((st = srcnic_nic_create(&config, &e->nic)) != SRCNIC_OK ||
+                (st = srcnic_qp_create(e->nic, &qc, &e->qp)) != SRCNIC_OK) {
+                *err = format("creating a NIC or QP failed: %s", srcnic_status_string(st));
+                return false;
+            }
+        }
+        srcnic_nic_addr_t aa, ba;
+        srcnic_nic_query_addr(a.nic, &aa);
+        srcnic_nic_query_addr(b.nic, &ba);
+        if ((st = srcnic_dest_create(a.nic, &ba, srcnic_qp_num(b.qp), &a.peer)) != SRCNIC_OK ||
+            (st = srcnic_dest_create(b.nic, &aa, srcnic_qp_num(a.qp), &b.peer)) != SRCNIC_OK) {
+            *err = format("srcnic_dest_create failed: %s", srcnic_status_string(st));
+            return false;
+        }
+        return true;
+    }
+
+    // Counters of both NICs that explain a figure: what went wrong or cost extra packets.
+    std::string counters() const
+    {
+        static const srcnic_counter_t kShown[] = {
+            SRCNIC_CNT_TX_PACKETS, SRCNIC_CNT_ACKS_SENT, SRCNIC_CNT_RETRANSMITS,
+            SRCNIC_CNT_TIMEOUTS, SRCNIC_CNT_RNR_SENT, SRCNIC_CNT_DUPLICATES,
+            SRCNIC_CNT_OUT_OF_ORDER, SRCNIC_CNT_DROP_NO_BUFFER, SRCNIC_CNT_DROP_BAD_CHECKSUM,
+            SRCNIC_CNT_DROP_OUT_OF_WINDOW};
+        std::string s;
+        for (srcnic_counter_t c : kShown) {
+            const uint64_t v = srcnic_nic_counter(a.nic, c) + srcnic_nic_counter(b.nic, c);
+            const bool always = c == SRCNIC_CNT_TX_PACKETS || c == SRCNIC_CNT_ACKS_SENT ||
+                                c == SRCNIC_CNT_RETRANSMITS;
+            if (v != 0 || always) {
+                std::string name = srcnic_counter_name(c);
+                std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+                s += (s.empty() ? "" : " ") + name + "=" + std::to_string(v);
+            }
+        }
+        return s;
+    }
+
+    EngineEnd a, b;
+};
+
+srcnic_wqe_t make_wqe(srcnic_opcode_t op, srcnic_dest_t dest, const uint8_t *buf, uint32_t len)
+{
+    srcnic_wqe_t w;
+    std::memset(&w, 0, sizeof(w));
+    w.opcode = static_cast<uint8_t>(op);
+    w.dest = dest;
+    if (op == SRCNIC_OP_SEND && len <= SRCNIC_WQE_INLINE_MAX) {
+        w.flags = SRCNIC_WQE_FLAG_INLINE;
+        w.inline_len = len;
+        std::memcpy(w.u.inline_data, buf, len);
+    } else {
+        w.num_sge = 1;
+        w.u.sge[0].addr = reinterpret_cast<uint64_t>(buf);
+        w.u.sge[0].length = len;
+    }
+    return w;
+}
+
+bool post_recv(TestCtx &ctx, EngineEnd &e, uint64_t wr_id, uint8_t *buf, uint32_t len)
+{
+    srcnic_recv_wqe_t r;
+    std::memset(&r, 0, sizeof(r));
+    r.wr_id = wr_id;
+    r.addr = reinterpret_cast<uint64_t>(buf);
+    r.length = len;
+    const srcnic_status_t st = srcnic_post_recv(e.qp, &r);
+    if (st != SRCNIC_OK) {
+        ctx.fail("srcnic_post_recv failed: %s", srcnic_status_string(st));
+        return false;
+    }
+    return true;
+}
+
+bool post_send(TestCtx &ctx, EngineEnd &e, const srcnic_wqe_t &w)
+{
+    const srcnic_status_t st = srcnic_post_send(e.qp, &w);
+    if (st != SRCNIC_OK) {
+        ctx.fail("srcnic_post_send failed: %s", srcnic_status_string(st));
+        return false;
+    }
+    return true;
+}
+
+// One progress call and one sweep of the completion queue; a failed completion fails the
+// test. Returns the completions handled.
+template <typename OnCqe> unsigned engine_poll(TestCtx &ctx, EngineEnd &e, OnCqe &&on_cqe, bool progress = true)
+{
+    if (progress) {
+        srcnic_nic_progress(e.nic);
+    }
+    srcnic_cqe_t cqes[64];
+    const unsigned n = srcnic_poll_cq(e.qp, cqes, 64);
+    for (unsigned i = 0; i < n; ++i) {
+        if (cqes[i].status != SRCNIC_OK) {
+            ctx.fail("completion of %s wr_id %" PRIu64 " failed: %s",
+                     cqes[i].opcode == SRCNIC_OP_RECV ? "RECV" : "request", cqes[i].wr_id,
+                     srcnic_status_string(static_cast<srcnic_status_t>(cqes[i].status)));
+            return i;
+        }
+        on_cqe(cqes[i]);
+    }
+    return n;
+}
+
+// Keeps progressing until this end's requests have completed and the other end got there
+// too, so that no NIC is destroyed while its peer still waits for an acknowledgement; then
+// takes the completions left on the queue.
+template <typename OnCqe>
+void engine_finish(TestCtx &ctx, EngineEnd &e, const uint64_t &outstanding, OnCqe &&on_cqe)
+{
+    bool mine = false;
+    while (ctx.alive()) {
+        engine_poll(ctx, e, on_cqe);
+        if (!mine && outstanding == 0) {
+            mine = true;
+            ctx.finished.fetch_add(1);
+        }
+        if (mine && ctx.finished.load() == 2) {
+            break;
+        }
+    }
+    while (ctx.ok() && engine_poll(ctx, e, on_cqe, false) != 0) {
+    }
+}
+
+LatencyFigures engine_latency(const Options &o, uint32_t size)
+{
+    TestCtx ctx("srcnic latency " + size_name(size), o.timeout);
+    EnginePair pair;
+    std::string err;
+    if (!pair.open(o, kPingSlots * 2, kPingRecvs, &err)) {
+        ctx.fail("%s", err.c_str());
+        return latency_from(ctx, {}, "");
+    }
+    const uint64_t total = static_cast<uint64_t>(o.warmup) + o.iters;
+    std::vector<uint64_t> rtt;
+    rtt.reserve(o.iters);
+
+    // One end of the ping-pong: the initiator sends first and times the round trip.
+    auto end = [&](EngineEnd &e, bool initiator) {
+        const uint8_t my_tag = initiator ? kTagA : kTagB;
+        const Buffer ref(size, initiator ? kTagB : kTagA);
+        std::vector<Buffer> sbuf, rbuf;
+        for (uint32_t i = 0; i < kPingSlots; ++i) {
+            sbuf.emplace_back(size, my_tag);
+        }
+        for (uint32_t i = 0; i < kPingRecvs; ++i) {
+            rbuf.emplace_back(size);
+            if (!post_recv(ctx, e, i, rbuf[i].data(), size)) {
+                return;
+            }
+        }
+        uint64_t outstanding = 0;
+        int64_t arrived = -1;   // receive buffer of the message that arrived, -1: none
+        uint32_t arrived_len = 0;
+        auto on_cqe = [&](const srcnic_cqe_t &c) {
+            if (c.opcode == SRCNIC_OP_RECV) {
+                arrived = static_cast<int64_t>(c.wr_id);
+                arrived_len = c.byte_len;
+            } else {
+                --outstanding;
+            }
+        };
+        // Waits for the next message and checks it; returns its receive buffer, or -1.
+        auto receive = [&](uint64_t seq) -> int64_t {
+            while (arrived < 0 && ctx.alive()) {
+                engine_poll(ctx, e, on_cqe);
+            }
+            const int64_t slot = arrived;
+            arrived = -1;
+            if (slot < 0) {
+                return -1;
+            }
+            if (arrived_len != size || !seq_is(rbuf[slot].data(), size, seq)) {
+                ctx.fail("message %" PRIu64 ": %u bytes, sequence %" PRIu64 " (expected %u bytes, %" PRIu64 ")",
+                         seq, arrived_len, size >= kSeqBytes ? get_seq(rbuf[slot].data()) : 0, size, seq);
+                return -1;
+            }
+            return slot;
+        };
+        auto send = [&](uint64_t seq) {
+            // A gather SEND reads its buffer until it completes: reuse a slot only then.
+            while (outstanding >= kPingSlots && ctx.alive()) {
+                engine_poll(ctx, e, on_cqe);
+            }
+            uint8_t *buf = sbuf[seq % kPingSlots].data();
+            put_seq(buf, size, seq);
+            srcnic_wqe_t w = make_wqe(SRCNIC_OP_SEND, e.peer, buf, size);
+            w.wr_id = seq;
+            if (post_send(ctx, e, w)) {
+                ++outstanding;
+            }
+        };
+        // Checks the whole body of some messages, off the timed path, and reposts the buffer.
+        auto release = [&](int64_t slot, uint64_t seq) {
+            if ((seq < 16 || seq % 1024 == 0) && !body_matches(rbuf[slot].data(), size, ref.data())) {
+                ctx.fail("message %" PRIu64 ": payload differs from what was sent", seq);
+                return;
+            }
+            post_recv(ctx, e, static_cast<uint64_t>(slot), rbuf[slot].data(), size);
+        };
+        for (uint64_t i = 0; i < total && ctx.ok(); ++i) {
+            if (initiator) {
+                const uint64_t t0 = now_ns();
+                send(i);
+                const int64_t slot = receive(i);
+                const uint64_t t1 = now_ns();
+                if (slot < 0) {
+                    break;
+                }
+                if (i >= o.warmup) {
+                    rtt.push_back(t1 - t0);
+                }
+                release(slot, i);
+            } else {
+                const int64_t slot = receive(i);
+                if (slot < 0) {
+                    break;
+                }
+                send(i);
+                release(slot, i);
+            }
+        }
+        engine_finish(ctx, e, outstanding, on_cqe);
+    };
+    run_pair(o, ctx, [&] { end(pair.a, true); }, [&] { end(pair.b, false); });
+    return latency_from(ctx, std::move(rtt), pair.counters());
+}
+
+Figure engine_rate(const Options &o)
+{
+    const uint32_t size = o.rate_size;
+    TestCtx ctx("srcnic rate " + size_name(size), o.warmup_seconds + o.seconds + kThroughputSlackSec);
+    EnginePair pair;
+    std::string err;
+    const uint32_t rq = 4096;
+    if (!pair.open(o, o.rate_depth, rq, &err)) {
+        ctx.fail("%s", err.c_str());
+        return figure_from(ctx, NAN, "");
+    }
+    Meter meter(o.warmup_seconds, o.seconds);
+
+    auto sender = [&](EngineEnd &e) {
+        Buffer msg(size, kTagA);
+        srcnic_wqe_t w = make_wqe(SRCNIC_OP_SEND, e.peer, msg.data(), size);
+        const bool inl = (w.flags & SRCNIC_WQE_FLAG_INLINE) != 0;
+        std::vector<Buffer> slots;   // gather SENDs: one buffer per outstanding message
+        for (uint32_t i = 0; !inl && i < o.rate_depth; ++i) {
+            slots.emplace_back(size, kTagA);
+        }
+        uint64_t posted = 0, outstanding = 0;
+        auto on_cqe = [&](const srcnic_cqe_t &c) {
+            if (c.opcode != SRCNIC_OP_SEND || c.byte_len != size) {
+                ctx.fail("unexpected completion: opcode %u, %u bytes", c.opcode, c.byte_len);
+            }
+            --outstanding;
+        };
+        while (ctx.alive() && !ctx.stop.load(std::memory_order_relaxed)) {
+            for (uint32_t k = 0; k < kPostBatch && outstanding < o.rate_depth; ++k) {
+                w.wr_id = posted;
+                if (inl) {
+                    put_seq(w.u.inline_data, size, posted);
+                } else {
+                    uint8_t *buf = slots[posted % o.rate_depth].data();
+                    put_seq(buf, size, posted);
+                    w.u.sge[0].addr = reinterpret_cast<uint64_t>(buf);
+                }
+                const srcnic_status_t st = srcnic_post_send(e.qp, &w);
+                if (st == SRCNIC_ERR_NO_RESOURCE) {
+                    break;
+                }
+                if (st != SRCNIC_OK) {
+                    ctx.fail("srcnic_post_send failed: %s", srcnic_status_string(st));
+                    break;
+                }
+                ++posted;
+                ++outstanding;
+            }
+            engine_poll(ctx, e, on_cqe);
+        }
+        ctx.sent_total.store(posted);
+        ctx.sent_published.store(true);
+        engine_finish(ctx, e, outstanding, on_cqe);
+    };
+
+    auto receiver = [&](EngineEnd &e) {
+        const Buffer ref(size, kTagA);
+        const uint32_t slot_len = std::max<uint32_t>(size, 64);
+        Buffer bufs(static_cast<size_t>(slot_len) * rq);
+        for (uint32_t i = 0; i < rq; ++i) {
+            if (!post_recv(ctx, e, i, bufs.data() + static_cast<size_t>(i) * slot_len, size)) {
+                return;
+            }
+        }
+        uint64_t received = 0;
+        const uint64_t no_sends = 0;
+        auto on_cqe = [&](const srcnic_cqe_t &c) {
+            uint8_t *buf = bufs.data() + c.wr_id * slot_len;
+            if (c.opcode != SRCNIC_OP_RECV || c.byte_len != size || !seq_is(buf, size, received) ||
+                ((received < 16 || received % 4096 == 0) && !body_matches(buf, size, ref.data()))) {
+                ctx.fail("message %" PRIu64 " arrived wrong (%u bytes, or payload differs)", received,
+                         c.byte_len);
+                return;
+            }
+            ++received;
+            post_recv(ctx, e, c.wr_id, buf, size);
+        };
+        while (ctx.alive() && !meter.done()) {
+            if (engine_poll(ctx, e, on_cqe) != 0 && meter.update(received)) {
+                ctx.stop.store(true);
+            }
+        }
+        engine_finish(ctx, e, no_sends, on_cqe);
+        if (ctx.ok() && received != ctx.sent_total.load()) {
+            ctx.fail("%" PRIu64 " messages sent and completed, %" PRIu64 " received",
+                     ctx.sent_total.load(), received);
+        }
+    };
+    run_pair(o, ctx, [&] { sender(pair.a); }, [&] { receiver(pair.b); });
+    return figure_from(ctx, meter.rate() / 1e6, pair.counters());
+}
+
+uint32_t bw_depth(uint32_t size)
+{
+    return static_cast<uint32_t>(
+        std::min<uint64_t>(kBwMaxDepth, std::max<uint64_t>(kBwMinDepth, kBwOutstandingBytes / size)));
+}
+
+// SEND into size-byte receive buffers, or RDMA WRITE into a registered region of the
+// receiver's, depth messages outstanding.
+Figure engine_bandwidth(const Options &o, uint32_t size, bool write)
+{
+    TestCtx ctx(std::string("srcnic ") + (write ? "WRITE " : "SEND ") + size_name(size),
+                o.warmup_seconds + o.seconds + kThroughputSlackSec);
+    const uint32_t depth = bw_depth(size);
+    const uint32_t nrecv = write ? 1 : 2 * depth;
+    EnginePair pair;
+    std::string err;
+    if (!pair.open(o, depth, nrecv, &err)) {
+        ctx.fail("%s", err.c_str());
+        return figure_from(ctx, NAN, "");
+    }
+    if (size > srcnic_nic_max_msg(pair.a.nic)) {
+        ctx.fail("%u bytes is more than the engine's largest message (%zu)", size,
+                 srcnic_nic_max_msg(pair.a.nic));
+        return figure_from(ctx, NAN, "");
+    }
+    std::vector<Buffer> src;
+    for (uint32_t i = 0; i < depth; ++i) {
+        src.emplace_back(size, kTagA);
+    }
+    // The receiver's memory: the WRITE target region, or the SEND receive buffers.
+    Buffer dst(static_cast<size_t>(size) * (write ? depth : nrecv));
+    std::memset(dst.data(), 0, dst.size());
+    srcnic_mr_t *mr = nullptr;
+    if (write) {
+        const srcnic_status_t st = srcnic_mr_reg(pair.b.nic, dst.data(), dst.size(),
+                                                 SRCNIC_ACCESS_REMOTE_WRITE, &mr);
+        if (st != SRCNIC_OK) {
+            ctx.fail("srcnic_mr_reg failed: %s", srcnic_status_string(st));
+            return figure_from(ctx, NAN, "");
+        }
+    }
+    Meter meter(o.warmup_seconds, o.seconds);
+
+    auto sender = [&](EngineEnd &e) {
+        uint64_t posted = 0, completed = 0, outstanding = 0;
+        auto on_cqe = [&](const srcnic_cqe_t &c) {
+            if (c.byte_len != size || c.wr_id != completed) {
+                ctx.fail("completion %" PRIu64 ": wr_id %" PRIu64 ", %u bytes", completed, c.wr_id, c.byte_len);
+            }
+            ++completed;
+            --outstanding;
+        };
+        while (ctx.alive() && !ctx.stop.load(std::memory_order_relaxed)) {
+            while (outstanding < depth) {
+                const uint32_t slot = static_cast<uint32_t>(posted % depth);
+                put_seq(src[slot].data(), size, posted);
+                srcnic_wqe_t w = make_wqe(write ? SRCNIC_OP_WRITE : SRCNIC_OP_SEND, e.peer, src[slot].data(), size);
+                w.wr_id = posted;
+                w.imm = static_cast<uint32_t>(posted);
+                if (write) {
+                    w.remote_addr = reinterpret_cast<uint64_t>(dst.data()) + static_cast<uint64_t>(slot) * size;
+                    w.rkey = srcnic_mr_rkey(mr);
+                }
+                if (!post_send(ctx, e, w)) {
+                    break;
+                }
+                ++posted;
+                ++outstanding;
+            }
+            if (engine_poll(ctx, e, on_cqe) != 0 && write && meter.update(completed * size)) {
+                ctx.stop.store(true);
+            }
+        }
+        ctx.sent_total.store(posted);
+        engine_finish(ctx, e, outstanding, on_cqe);
+    };
+
+    auto receiver = [&](EngineEnd &e) {
+        const Buffer ref(size, kTagA);
+        for (uint32_t i = 0; !write && i < nrecv; ++i) {
+            if (!post_recv(ctx, e, i, dst.data() + static_cast<size_t>(i) * size, size)) {
+                return;
+            }
+        }
+        uint64_t received = 0;
+        const uint64_t no_sends = 0;
+        auto on_cqe = [&](const srcnic_cqe_t &c) {
+            uint8_t *buf = dst.data() + c.wr_id * size;
+            if (c.opcode != SRCNIC_OP_RECV || c.byte_len != size || !seq_is(buf, size, received) ||
+                c.imm != static_cast<uint32_t>(received) ||
+                ((received < 4 || received % 32 == 0) && !body_matches(buf, size, ref.data()))) {
+                ctx.fail("message %" PRIu64 " arrived wrong (%u bytes, imm %u, or payload differs)",
+                         received, c.byte_len, c.imm);
+                return;
+            }
+            ++received;
+            post_recv(ctx, e, c.wr_id, buf, size);
+        };
+        while (ctx.alive() && !ctx.stop.load(std::memory_order_relaxed)) {
+            if (engine_poll(ctx, e, on_cqe) != 0 && !write && meter.update(received * size)) {
+                ctx.stop.store(true);
+            }
+        }
+        engine_finish(ctx, e, no_sends, on_cqe);
+        if (ctx.ok() && !write && received != ctx.sent_total.load()) {
+            ctx.fail("%" PRIu64 " messages sent and completed, %" PRIu64 " received",
+                     ctx.sent_total.load(), received);
+        }
+    };
+    run_pair(o, ctx, [&] { sender(pair.a); }, [&] { receiver(pair.b); });
+    // Each region slot holds the last message written through it, which is still in its source.
+    if (write && ctx.ok()) {
+        for (uint32_t k = 0; k < depth && k < ctx.sent_total.load(); ++k) {
+            if (std::memcmp(dst.data() + static_cast<size_t>(k) * size, src[k].data(), size) != 0) {
+                ctx.fail("region slot %u differs from the last message written to it", k);
+                break;
+            }
+        }
+    }
+    if (mr != nullptr) {
+        srcnic_mr_dereg(mr);
+    }
+    return figure_from(ctx, meter.rate() / 1e9,
+                       format("depth=%u ", depth) + pair.counters());
+}
+
+// --- the kernel floor: plain UDP sockets ----------------------------------------------------
+
+class Fd {
+public:
+    Fd() = default;
+    ~Fd()
+    {
+        if (fd_ >= 0) {
+            close(fd_);
+        }
+    }
+    Fd(const Fd &) = delete;
+    Fd &operator=(const Fd &) = delete;
+    int get() const { return fd_; }
+    void reset(int fd) { fd_ = fd; }
+
+private:
+    int fd_ = -1;
+};
+
+// Socket buffers the floor asks for: the engine's default (srcnic_config_t.sock_buf).
+uint32_t engine_sock_buf()
+{
+    srcnic_config_t config;
+    srcnic_config_init(&config);
+    return config.sock_buf;
+}
+
+uint32_t engine_window(const Options &o)
+{
+    srcnic_config_t config;
+    srcnic_config_init(&config);
+    return o.window != 0 ? o.window : config.window;
+}
+
+// Two non-blocking UDP sockets on 127.0.0.1 connected to each other, with the socket buffers
+// the engine's UDP link asks for (forced past the sysctl cap where permitted, as it does).
+bool udp_pair(Fd *a, Fd *b, std::string *err)
+{
+    struct sockaddr_in sa[2];
+    for (int i = 0; i < 2; ++i) {
+        Fd *fd = i == 0 ? a : b;
+        fd->reset(::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        if (fd->get() < 0) {
+            *err = format("socket: %s", std::strerror(errno));
+            return false;
+        }
+        const int size = static_cast<int>(engine_sock_buf());
+        for (int opt : {SO_SNDBUFFORCE, SO_RCVBUFFORCE}) {
+            if (::setsockopt(fd->get(), SOL_SOCKET, opt, &size, sizeof(size)) != 0) {
+                ::setsockopt(fd->get(), SOL_SOCKET, opt == SO_SNDBUFFORCE ? SO_SNDBUF : SO_RCVBUF,
+                             &size, sizeof(size));
+            }
+        }
+        std::memset(&sa[i], 0, sizeof(sa[i]));
+        sa[i].sin_family = AF_INET;
+        sa[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof(sa[i]);
+        if (::bind(fd->get(), reinterpret_cast<struct sockaddr *>(&sa[i]), sizeof(sa[i])) != 0 ||
+            ::getsockname(fd->get(), reinterpret_cast<struct sockaddr *>(&sa[i]), &len) != 0) {
+            *err = format("bind/getsockname: %s", std::strerror(errno));
+            return false;
+        }
+    }
+    if (::connect(a->get(), reinterpret_cast<struct sockaddr *>(&sa[1]), sizeof(sa[1])) != 0 ||
+        ::connect(b->get(), reinterpret_cast<struct sockaddr *>(&sa[0]), sizeof(sa[0])) != 0) {
+        *err = format("connect: %s", std::strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+bool would_block(int err)
+{
+    return err == EAGAIN || err == EWOULDBLOCK || err == EINTR;
+}
+
+// Sends one datagram, retrying while the socket would block.
+bool udp_send(TestCtx &ctx, int fd, const uint8_t *buf, uint32_t len)
+{
+    while (ctx.alive()) {
+        const ssize_t n = ::send(fd, buf, len, MSG_DONTWAIT);
+        if (n == static_cast<ssize_t>(len)) {
+            return true;
+        }
+        if (n >= 0 || !would_block(errno)) {
+            ctx.fail("send of %u bytes: %s", len, n >= 0 ? "short" : std::strerror(errno));
+            return false;
+        }
+    }
+    return false;
+}
+
+LatencyFigures udp_latency(const Options &o, uint32_t size)
+{
+    TestCtx ctx("udp latency " + size_name(size), o.timeout);
+    Fd fa, fb;
+    std::string err;
+    if (!udp_pair(&fa, &fb, &err)) {
+        ctx.fail("%s", err.c_str());
+        return latency_from(ctx, {}, "");
+    }
+    const uint64_t total = static_cast<uint64_t>(o.warmup) + o.iters;
+    std::vector<uint64_t> rtt;
+    rtt.reserve(o.iters);
+
+    auto end = [&](int fd, bool initiator) {
+        const Buffer ref(size, initiator ? kTagB : kTagA);
+        Buffer sbuf(size, initiator ? kTagA : kTagB);
+        Buffer rbuf(size + 1);
+        auto receive = [&](uint64_t seq) {
+            while (ctx.alive()) {
+                const ssize_t n = ::recv(fd, rbuf.data(), size + 1, MSG_DONTWAIT);
+                if (n < 0 && would_block(errno)) {
+                    continue;
+                }
+                if (n != static_cast<ssize_t>(size) || !seq_is(rbuf.data(), size, seq)) {
+                    ctx.fail("datagram %" PRIu64 ": %zd bytes (%s), expected %u and that sequence",
+                             seq, n, n < 0 ? std::strerror(errno) : "or a wrong sequence", size);
+                    return false;
+                }
+                return true;
+            }
+            return false;
+        };
+        auto check = [&](uint64_t seq) {
+            if ((seq < 16 || seq % 1024 == 0) && !body_matches(rbuf.data(), size, ref.data())) {
+                ctx.fail("datagram %" PRIu64 ": payload differs from what was sent", seq);
+            }
+        };
+        for (uint64_t i = 0; i < total && ctx.ok(); ++i) {
+            put_seq(sbuf.data(), size, i);
+            if (initiator) {
+                const uint64_t t0 = now_ns();
+                if (!udp_send(ctx, fd, sbuf.data(), size) || !receive(i)) {
+                    break;
+                }
+                const uint64_t t1 = now_ns();
+                if (i >= o.warmup) {
+                    rtt.push_back(t1 - t0);
+                }
+            } else if (!receive(i) || !udp_send(ctx, fd, sbuf.data(), size)) {
+                break;
+            }
+            check(i);
+        }
+    };
+    run_pair(o, ctx, [&] { end(fa.get(), true); }, [&] { end(fb.get(), false); });
+    return latency_from(ctx, std::move(rtt), "");
+}
+
+// A one-way stream of datagrams with credit flow control: messages of msg_size bytes cut into
+// datagrams of at most dgram_size, window datagrams unacknowledged at most; the receiver
+// measures units (datagrams or bytes) per second.
+struct UdpStreamResult {
+    double rate = 0;          // per second, in the measured unit
+    uint64_t lost = 0;        // datagrams missing at the receiver (sequence gaps)
+    uint64_t stalls = 0;      // times the sender assumed a credit was lost
+};
+
+UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, uint32_t dgram_size,
+                           bool count_bytes)
+{
+    UdpStreamResult res;
+    Fd fa, fb;
+    std::string err;
+    if (!udp_pair(&fa, &fb, &err)) {
+        ctx.fail("%s", err.c_str());
+        return res;
+    }
+    const uint32_t window = engine_window(o);
+    const uint32_t credit_every = std::max<uint32_t>(1, window / 4);
+    Meter meter(o.warmup_seconds, o.seconds);
+
+    auto sender = [&](int fd) {
+        std::vector<Buffer> bufs;
+        struct mmsghdr msgs[kUdpBatch];
+        struct iovec iov[kUdpBatch];
+        std::memset(msgs, 0, sizeof(msgs));
+        for (uint32_t i = 0; i < kUdpBatch; ++i) {
+            bufs.emplace_back(dgram_size, kTagA);
+            iov[i].iov_base = bufs[i].data();
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        uint64_t sent = 0, credit = 0, credit_ns = now_ns();
+        uint32_t msg_off = 0;   // bytes of the current message already sent
+        while (ctx.alive() && !ctx.stop.load(std::memory_order_relaxed)) {
+            uint64_t c;
+            ssize_t n;
+            while ((n = ::recv(fd, &c, sizeof(c), MSG_DONTWAIT)) == static_cast<ssize_t>(sizeof(c))) {
+                if (c > credit) {
+                    credit = c;
+                    credit_ns = now_ns();
+                }
+            }
+            if (n < 0 && !would_block(errno)) {
+                ctx.fail("recv of a credit: %s", std::strerror(errno));
+                break;
+            }
+            const uint64_t room = window - (sent - credit);
+            if (room == 0) {
+                if (now_ns() - credit_ns > kCreditStallNs) {
+                    credit = sent;   // the credit datagram was lost: start over
+                    credit_ns = now_ns();
+                    ++res.stalls;
+                }
+                continue;
+            }
+            const uint32_t k = static_cast<uint32_t>(std::min<uint64_t>(room, kUdpBatch));
+            uint32_t off = msg_off;
+            for (uint32_t i = 0; i < k; ++i) {
+                iov[i].iov_len = std::min(dgram_size, msg_size - off);
+                put_seq(bufs[i].data(), static_cast<uint32_t>(iov[i].iov_len), sent + i);
+                off += static_cast<uint32_t>(iov[i].iov_len);
+                if (off == msg_size) {
+                    off = 0;
+                }
+            }
+            const int m = ::sendmmsg(fd, msgs, k, MSG_DONTWAIT);
+            if (m < 0 && !would_block(errno)) {
+                ctx.fail("sendmmsg: %s", std::strerror(errno));
+                break;
+            }
+            for (int i = 0; i < m; ++i) {
+                msg_off += static_cast<uint32_t>(iov[i].iov_len);
+                if (msg_off == msg_size) {
+                    msg_off = 0;
+                }
+            }
+            sent += m > 0 ? static_cast<uint64_t>(m) : 0;
+        }
+        ctx.sent_total.store(sent);
+        ctx.sent_published.store(true);
+    };
+
+    auto receiver = [&](int fd) {
+        const Buffer ref(dgram_size, kTagA);
+        const uint32_t cap = dgram_size + 1;
+        std::vector<Buffer> bufs;
+        struct mmsghdr msgs[kUdpBatch];
+        struct iovec iov[kUdpBatch];
+        std::memset(msgs, 0, sizeof(msgs));
+        for (uint32_t i = 0; i < kUdpBatch; ++i) {
+            bufs.emplace_back(cap);
+            iov[i].iov_base = bufs[i].data();
+            iov[i].iov_len = cap;
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        uint64_t expected = 0, datagrams = 0, bytes = 0, last_credit = 0;
+        uint64_t last_arrival = now_ns();
+        while (ctx.alive()) {
+            const int m = ::recvmmsg(fd, msgs, kUdpBatch, MSG_DONTWAIT, nullptr);
+            if (m < 0 && !would_block(errno)) {
+                ctx.fail("recvmmsg: %s", std::strerror(errno));
+                break;
+            }
+            if (m <= 0) {
+                // After the sender stopped: done once everything arrived or it went quiet.
+                if (ctx.sent_published.load() &&
+                    (expected >= ctx.sent_total.load() || now_ns() - last_arrival > kQuietNs)) {
+                    break;
+                }
+                continue;
+            }
+            last_arrival = now_ns();
+            for (int i = 0; i < m; ++i) {
+                const uint32_t len = msgs[i].msg_len;
+                const uint8_t *buf = bufs[i].data();
+                uint64_t seq = 0;
+                std::memcpy(&seq, buf, std::min(len, kSeqBytes));
+                if (len == 0 || len > dgram_size || seq < expected ||
+                    ((datagrams < 16 || datagrams % 4096 == 0) && !body_matches(buf, len, ref.data()))) {
+                    ctx.fail("datagram %" PRIu64 " arrived wrong (%u bytes, sequence %" PRIu64 ")",
+                             expected, len, seq);
+                    return;
+                }
+                res.lost += seq - expected;
+                expected = seq + 1;
+                ++datagrams;
+                bytes += len;
+            }
+            if (expected - last_credit >= credit_every) {
+                last_credit = expected;
+                if (::send(fd, &expected, sizeof(expected), MSG_DONTWAIT) < 0 && !would_block(errno)) {
+                    ctx.fail("send of a credit: %s", std::strerror(errno));
+                    break;
+                }
+            }
+            if (!meter.done() && meter.update(count_bytes ? bytes : datagrams)) {
+                ctx.stop.store(true);
+            }
+        }
+    };
+    run_pair(o, ctx, [&] { sender(fa.get()); }, [&] { receiver(fb.get()); });
+    res.rate = meter.rate();
+    return res;
+}
+
+Figure udp_rate(const Options &o)
+{
+    TestCtx ctx("udp rate " + size_name(o.rate_size), o.warmup_seconds + o.seconds + kThroughputSlackSec);
+    const UdpStreamResult r = udp_stream(o, ctx, o.rate_size, o.rate_size, false);
+    return figure_from(ctx, r.rate / 1e6, format("window=%u lost=%" PRIu64 " stalls=%" PRIu64,
+                                                 engine_window(o), r.lost, r.stalls));
+}
+
+Figure udp_bandwidth(const Options &o, uint32_t size, uint32_t dgram)
+{
+    TestCtx ctx("udp bandwidth " + size_name(size), o.warmup_seconds + o.seconds + kThroughputSlackSec);
+    const UdpStreamResult r = udp_stream(o, ctx, size, dgram, true);
+    return figure_from(ctx, r.rate / 1e9, format("datagram=%u window=%u lost=%" PRIu64 " stalls=%" PRIu64,
+                                                 dgram, engine_window(o), r.lost, r.stalls));
+}
+
+// --- output ----------------------------------------------------------------------------------
+
+std::string cpu_model()
+{
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.compare(0, 10, "model name") == 0) {
+            const size_t colon = line.find(':');
+            return colon == std::string::npos ? line : line.substr(colon + 2);
+        }
+    }
+    return "unknown";
+}
+
+std::string machine()
+{
+    struct utsname u;
+    std::string kernel = uname(&u) == 0 ? std::string(u.sysname) + " " + u.release : "unknown";
+    return format("%u CPUs, %s, %s", std::thread::hardware_concurrency(), cpu_model().c_str(),
+                  kernel.c_str());
+}
+
+// The 1-, 5- and 15-minute load averages, as /proc/loadavg gives them.
+std::string loadavg()
+{
+    std::ifstream in("/proc/loadavg");
+    std::string a, b, c;
+    in >> a >> b >> c;
+    return in ? a + " " + b + " " + c : "unknown";
+}
+
+std::string value_text(const Figure &f)
+{
+    if (!f.ran) {
+        return "-";
+    }
+    if (!f.ok) {
+        return f.timed_out ? "timeout" : "error";
+    }
+    return format(f.value >= 100 ? "%.1f" : f.value >= 1 ? "%.2f" : "%.3f", f.value);
+}
+
+void print_table(FILE *out, const std::vector<Row> &rows)
+{
+    std::fprintf(out, "\n%-30s %-7s %10s %10s %7s %8s  %s\n", "test", "unit", "srcnic", "udp floor",
+                 "ratio", "aim", "verdict");
+    std::fprintf(out, "%s\n", std::string(86, '-').c_str());
+    for (const Row &r : rows) {
+        const double ratio = r.ratio();
+        std::fprintf(out, "%-30s %-7s %10s %10s %7s %8s  %s\n", r.test.c_str(), r.unit.c_str(),
+                     value_text(r.engine).c_str(), value_text(r.udp).c_str(),
+                     std::isnan(ratio) ? "-" : format("%.2f", ratio).c_str(), r.aim_text().c_str(),
+                     r.verdict().c_str());
+    }
+    std::fprintf(out, "ratio = srcnic / udp floor on every row: latency aims at <= 1.15 (lower is better),\n"
+                      "message rate at >= 1.00 and bandwidth at >= 0.90 (higher is better).\n");
+}
+
+std::string csv_field(const std::string &s)
+{
+    if (s.find_first_of(",\"\n") == std::string::npos) {
+        return s;
+    }
+    std::string q = "\"";
+    for (char c : s) {
+        q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    }
+    return q + "\"";
+}
+
+std::string number(double v)
+{
+    return std::isnan(v) ? "" : format("%.6g", v);
+}
+
+bool write_csv(const std::string &path, const std::vector<Row> &rows)
+{
+    std::ofstream out(path);
+    out << "test,unit,srcnic,udp_floor,ratio_srcnic_over_udp,aim,verdict,srcnic_notes,udp_notes\n";
+    for (const Row &r : rows) {
+        out << csv_field(r.test) << ',' << r.unit << ',' << number(r.engine.value) << ','
+            << number(r.udp.value) << ',' << number(r.ratio()) << ',' << csv_field(r.aim_text()) << ','
+            << r.verdict() << ',' << csv_field(r.engine.note) << ',' << csv_field(r.udp.note) << '\n';
+    }
+    return static_cast<bool>(out);
+}
+
+std::string json_string(const std::string &s)
+{
+    std::string q = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') {
+            q += '\\';
+            q += c;
+        } else if (static_cast<unsigned char>(c) < 0x20) {
+            q += format("\\u%04x", c);
+        } else {
+            q += c;
+        }
+    }
+    return q + "\"";
+}
+
+std::string json_number(double v)
+{
+    return std::isnan(v) ? "null" : format("%.6g", v);
+}
+
+std::string json_figure(const Figure &f)
+{
+    if (!f.ran) {
+        return "null";
+    }
+    return "{\"value\": " + json_number(f.value) + ", \"ok\": " + (f.ok ? "true" : "false") +
+           ", \"cpu_share\": " + json_number(f.cpu_share) + ", \"notes\": " + json_string(f.note) + ", \"error\": " + json_string(f.error) + "}";
+}
+
+bool write_json(const std::string &path, const Options &o, const std::vector<Row> &rows,
+                uint32_t dgram, double elapsed_s, const std::string &load_start,
+                const std::string &load_end, const std::vector<std::string> &errors)
+{
+    std::ofstream out(path);
+    char when[32];
+    const time_t t = time(nullptr);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    out << "{\n  \"benchmark\": \"srcnic_bench\",\n  \"engine_version\": " << json_string(srcnic_version())
+        << ",\n  \"date\": " << json_string(when) << ",\n  \"machine\": " << json_string(machine())
+        << ",\n  \"load_average_start\": " << json_string(load_start)
+        << ",\n  \"load_average_end\": " << json_string(load_end)
+        << ",\n  \"elapsed_s\": " << json_number(elapsed_s) << ",\n  \"config\": {\"iters\": " << o.iters
+        << ", \"warmup\": " << o.warmup << ", \"seconds\": " << json_number(o.seconds)
+        << ", \"warmup_seconds\": " << json_number(o.warmup_seconds) << ", \"window\": " << engine_window(o)
+        << ", \"rate_depth\": " << o.rate_depth << ", \"repeat\": " << o.repeat << ", \"datagram\": " << dgram
+        << ", \"sock_buf\": " << engine_sock_buf() << ", \"pinned\": " << (o.pin ? "true" : "false")
+        << "},\n  \"ratio_definition\": \"srcnic / udp floor\",\n  \"results\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const Row &r = rows[i];
+        out << "    {\"test\": " << json_string(r.test) << ", \"unit\": " << json_string(r.unit)
+            << ", \"better\": " << json_string(r.better == Better::kLower ? "lower" : "higher")
+            << ", \"srcnic\": " << json_figure(r.engine) << ", \"udp\": " << json_figure(r.udp)
+            << ", \"ratio\": " << json_number(r.ratio()) << ", \"aim\": " << json_number(r.aim)
+            << ", \"verdict\": " << json_string(r.verdict()) << "}" << (i + 1 < rows.size() ? "," : "")
+            << "\n";
+    }
+    out << "  ],\n  \"errors\": [";
+    for (size_t i = 0; i < errors.size(); ++i) {
+        out << (i ? ", " : "") << json_string(errors[i]);
+    }
+    out << "]\n}\n";
+    return static_cast<bool>(out);
+}
+
+// Whether a run of a test replaces the best so far: a failed run always does, so an error is
+// never hidden behind a successful repetition.
+bool replaces(const Figure &best, const Figure &run, Better better)
+{
+    if (!best.ran || (best.ok && !run.ok)) {
+        return true;
+    }
+    if (!best.ok || !run.ok) {
+        return false;
+    }
+    return better == Better::kLower ? run.value < best.value : run.value > best.value;
+}
+
+void keep_best(Figure *best, const Figure &run, Better better)
+{
+    if (replaces(*best, run, better)) {
+        *best = run;
+    }
+}
+
+// Latency: the run with the lower median, and that run's p99.
+void keep_best(LatencyFigures *best, const LatencyFigures &run)
+{
+    if (replaces(best->median, run.median, Better::kLower)) {
+        *best = run;
+    }
+}
+
+// Prints a finished row as it comes, with its notes, so a long run shows progress.
+void report(const Row &r)
+{
+    for (const auto &side : {std::make_pair("srcnic", &r.engine), std::make_pair("udp", &r.udp)}) {
+        const Figure &f = *side.second;
+        if (!f.ran) {
+            continue;
+        }
+        std::fprintf(stderr, "  %-6s %-26s %9s %-6s %s%s\n", side.first, r.test.c_str(),
+                     value_text(f).c_str(), r.unit.c_str(), f.note.c_str(),
+                     f.error.empty() ? "" : ("  ERROR: " + f.error).c_str());
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    Options o;
+    const int parsed = parse_options(argc, argv, &o);
+    if (parsed != 0) {
+        return parsed < 0 ? 0 : parsed;
+    }
+    const uint64_t start = now_ns();
+    const std::string load_start = loadavg();
+    const uint32_t dgram = kFloorDatagram;
+    std::fprintf(stderr, "srcnic_bench: engine %s on %s, load average %s\n", srcnic_version(),
+                 machine().c_str(), load_start.c_str());
+    std::fprintf(stderr, "  window %u packets, floor datagram %u B, socket buffers %u B, threads %s, best of %u\n",
+                 engine_window(o), dgram, engine_sock_buf(), o.pin ? "pinned to CPUs 0 and 1" : "not pinned",
+                 o.repeat);
+
+    std::vector<Row> rows;
+    if (o.run_lat) {
+        for (uint32_t size : o.lat_sizes) {
+            Row med{"latency " + size_name(size) + " median", "us", Better::kLower, 1.15, {}, {}};
+            Row p99{"latency " + size_name(size) + " p99", "us", Better::kLower, NAN, {}, {}};
+            LatencyFigures eng, udp;
+            // A message longer than a datagram has no one-datagram floor.
+            const bool floor = o.run_udp && size <= kFloorDatagram;
+            for (uint32_t r = 0; r < o.repeat; ++r) {
+                if (o.run_engine) {
+                    keep_best(&eng, engine_latency(o, size));
+                }
+                if (floor) {
+                    keep_best(&udp, udp_latency(o, size));
+                }
+            }
+            med.engine = eng.median;
+            p99.engine = eng.p99;
+            med.udp = udp.median;
+            p99.udp = udp.p99;
+            report(med);
+            rows.push_back(med);
+            rows.push_back(p99);
+        }
+    }
+    if (o.run_rate) {
+        Row r{"msg rate " + size_name(o.rate_size), "Mmsg/s", Better::kHigher, 1.0, {}, {}};
+        for (uint32_t i = 0; i < o.repeat; ++i) {
+            if (o.run_engine) {
+                keep_best(&r.engine, engine_rate(o), Better::kHigher);
+            }
+            if (o.run_udp) {
+                keep_best(&r.udp, udp_rate(o), Better::kHigher);
+            }
+        }
+        report(r);
+        rows.push_back(r);
+    }
+    if (o.run_bw) {
+        for (uint32_t size : o.bw_sizes) {
+            // The floor of SEND and WRITE is the same stream: one figure per size.
+            Row send{"bandwidth SEND " + size_name(size), "GB/s", Better::kHigher, 0.9, {}, {}};
+            Row write{"bandwidth WRITE " + size_name(size), "GB/s", Better::kHigher, 0.9, {}, {}};
+            Figure floor;
+            for (uint32_t i = 0; i < o.repeat; ++i) {
+                if (o.run_udp) {
+                    keep_best(&floor, udp_bandwidth(o, size, dgram), Better::kHigher);
+                }
+                if (o.run_engine) {
+                    keep_best(&send.engine, engine_bandwidth(o, size, false), Better::kHigher);
+                    keep_best(&write.engine, engine_bandwidth(o, size, true), Better::kHigher);
+                }
+            }
+            send.udp = write.udp = floor;
+            report(send);
+            report(write);
+            rows.push_back(send);
+            rows.push_back(write);
+        }
+    }
+    const double elapsed = static_cast<double>(now_ns() - start) / 1e9;
+    const std::string load_end = loadavg();
+
+    std::vector<std::string> errors;
+    unsigned contended = 0;
+    for (const Row &r : rows) {
+        for (const Figure *f : {&r.engine, &r.udp}) {
+            if (f->ran && !f->ok && std::find(errors.begin(), errors.end(), f->error) == errors.end()) {
+                errors.push_back(f->error);
+            }
+            contended += f->ran && f->ok && f->cpu_share < kFairCpuShare;
+        }
+    }
+    print_table(stdout, rows);
+    std::printf("machine: %s; load average %s at start, %s at end; elapsed %.1f s\n", machine().c_str(),
+                load_start.c_str(), load_end.c_str(), elapsed);
+    std::printf("both endpoint threads of a test busy-poll: on 2 CPUs they take the whole machine.\n");
+    if (contended != 0) {
+        std::printf("WARNING: in %u figures an endpoint thread got less than %.0f%% of a CPU (see cpu= in\n"
+                    "the notes): other load on the machine preempted it, so those figures understate\n"
+                    "what the engine or the kernel can do.\n",
+                    contended, kFairCpuShare * 100);
+    }
+    for (const std::string &e : errors) {
+        std::printf("ERROR: %s\n", e.c_str());
+    }
+    bool io_ok = true;
+    if (!o.csv_path.empty() && !write_csv(o.csv_path, rows)) {
+        std::fprintf(stderr, "srcnic_bench: cannot write %s\n", o.csv_path.c_str());
+        io_ok = false;
+    }
+    if (!o.json_path.empty() &&
+        !write_json(o.json_path, o, rows, dgram, elapsed, load_start, load_end, errors)) {
+        std::fprintf(stderr, "srcnic_bench: cannot write %s\n", o.json_path.c_str());
+        io_ok = false;
+    }
+    return errors.empty() && io_ok ? 0 : 1;
+}
