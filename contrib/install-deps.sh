@@ -20,6 +20,7 @@ packages=(
     libgtest-dev                                            # make check
     dpkg-dev                                                # apt-get source (UCX headers)
     iproute2 procps                                         # namespace tests, process checks
+    libfabric-bin python3-matplotlib                        # perf/compare.sh: fi_info, the plot
 )
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q >&2

@@ -1,0 +1,634 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark drivers: every figure of the src transport is measured in the same run
+as the transports a user would pick instead, and reported as a ratio (src / peer).
+
+Suites (each on loopback and across two namespace nodes of contrib/netns-testbed.sh):
+  uct     ucx_perftest UCT: am_lat, am_bw short and bcopy, put_bw zcopy, get zcopy
+          peers: src vs UCX tcp
+  ucp     ucx_perftest UCP: tag_lat, tag_bw, ucp_am_bw, stream_bw, stream_lat
+          peers: UCX_TLS=src,self vs tcp,self
+  mpi     perf/mpi_bench: lat, bw, bibw (2 ranks); msgrate, alltoall, allreduce (4 ranks)
+          peers: pml ucx over src; pml ucx over UCX tcp; ob1 + tcp BTL; cm + ofi MTL over
+          libfabric udp;ofi_rxd and tcp;ofi_rxm
+  osu     the same MPI peers with osu-micro-benchmarks from --osu-dir (OSU_DIR), if given
+  wireup  perf/ucp_wireup: ucp_ep_create to first message delivered (cold and warm), src vs tcp
+  state   perf/mpi_bench --tests init: MPI_Init, first alltoall, resident memory, descriptors,
+          sockets and the src engine's connection state after it, as ranks grow
+
+Run through perf/compare.sh, which builds the benchmark programs and brings the test bed up
+and down; this file only measures and reports. See perf/README.md.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import time
+
+MPI_PEERS = ["src", "ucx-tcp", "ob1-tcp", "ofi-rxd", "ofi-tcp"]
+UCX_PEERS = ["src", "tcp"]
+BED_NET = "198.51.100"
+
+# What each placement uses: devices, addresses, and the nodes processes run on.
+PLACEMENTS = {
+    "loopback": {"src_dev": "src_lo", "tcp_dev": "lo", "server": "127.0.0.1",
+                 "server_node": None, "client_node": None, "ifinc": "lo"},
+    "2nodes": {"src_dev": "src_veth0", "tcp_dev": "veth0", "server": BED_NET + ".2",
+               "server_node": "n2", "client_node": "n1", "ifinc": BED_NET + ".0/24"},
+}
+
+HIGHER_IS_BETTER_UNITS = {"MB/s", "msg/s"}
+
+
+class Driver:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.rows = []
+        self.log = open(os.path.join(args.out, "run.log"), "a")
+        self.port = 20000 + (os.getpid() % 500) * 20
+        self.children = []
+
+    # ---------------------------------------------------------------- process handling
+    def next_port(self):
+        self.port += 1
+        return self.port
+
+    def base_env(self):
+        env = {k: v for k, v in os.environ.items()
+               if not (k.startswith(("UCX_", "FI_", "OMPI_MCA_")) or k == "LD_PRELOAD")}
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        return env
+
+    def on_node(self, node, cmd):
+        return cmd if node is None else [self.args.testbed, "exec", node] + cmd
+
+    def spawn(self, cmd, env):
+        self.log.write("$ %s\n" % " ".join(cmd))
+        self.log.flush()
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, start_new_session=True)
+        self.children.append(p)
+        return p
+
+    def finish(self, p, timeout):
+        """Output and exit code of p, or (output, None) if it outlived timeout (then killed)."""
+        try:
+            out, _ = p.communicate(timeout=timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            self.kill(p)
+            out, _ = p.communicate()
+            rc = None
+        self.children.remove(p)
+        self.log.write(out or "")
+        self.log.write("# exit %s\n" % rc)
+        self.log.flush()
+        return out or "", rc
+
+    def kill(self, p):
+        # Our child leads its own process group: TERM it (mpirun then stops its daemons), then KILL.
+        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                p.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+
+    def kill_all(self):
+        for p in list(self.children):
+            self.kill(p)
+
+    def run(self, cmd, env, timeout):
+        return self.finish(self.spawn(cmd, env), timeout)
+
+    def add(self, suite, test, size, place, peer, value, unit, note=""):
+        row = {"suite": suite, "test": test, "size": size, "placement": place, "peer": peer,
+               "value": value, "unit": unit, "note": note}
+        self.rows.append(row)
+        shown = "n/a (%s)" % note if value is None else "%.4g %s" % (value, unit)
+        print("  %-6s %-22s %-9s %-8s %-8s %s" % (suite, test, str(size), place, peer, shown),
+              flush=True)
+
+    # ---------------------------------------------------------------- ucx_perftest
+    def ucx_env(self, peer, place):
+        env = self.base_env()
+        pl = PLACEMENTS[place]
+        if peer == "src":
+            env["LD_PRELOAD"] = self.args.probe + ":" + self.args.module
+            env["UCX_TLS"] = "src,self"
+            env["UCX_NET_DEVICES"] = pl["src_dev"]
+        else:
+            env["UCX_TLS"] = "tcp,self"
+            env["UCX_NET_DEVICES"] = pl["tcp_dev"]
+        return env
+
+    def wait_listen(self, node, port, limit=10.0):
+        """Until something listens on TCP port in node's namespace (bounded)."""
+        ns = [] if node is None else ["ip", "netns", "exec", "%s-%s" % (self.args.prefix, node)]
+        end = time.time() + limit
+        while time.time() < end:
+            out = subprocess.run(ns + ["ss", "-Hltn", "sport = :%d" % port],
+                                 capture_output=True, text=True).stdout
+            if out.strip():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def perftest(self, suite, test, size, place, peer, targs, value_col, unit, iters):
+        pl = PLACEMENTS[place]
+        env = self.ucx_env(peer, place)
+        port = self.next_port()
+        server = self.spawn(self.on_node(pl["server_node"],
+                                         ["ucx_perftest", "-p", str(port), "-c", "0"]), env)
+        if not self.wait_listen(pl["server_node"], port):
+            self.finish(server, 1)
+            return self.add(suite, test, size, place, peer, None, unit, "server did not start")
+        warm = max(10, iters // 10)
+        cmd = self.on_node(pl["client_node"],
+                           ["ucx_perftest", pl["server"], "-p", str(port), "-c", "1", "-v",
+                            "-s", str(size), "-n", str(iters), "-w", str(warm)] + targs)
+        out, rc = self.run(cmd, env, 60 if not self.quick else 30)
+        self.finish(server, 10)
+        final = [l for l in out.splitlines() if re.match(r"^\s*\d+,", l)]
+        if rc == 0 and final:
+            cols = final[-1].split(",")
+            return self.add(suite, test, size, place, peer, float(cols[value_col]), unit)
+        err = [l for l in out.splitlines() if "ERROR" in l]
+        note = "timeout" if rc is None else (
+            re.sub(r".*UCX +ERROR +", "", err[0]) if err else "exit %s" % rc)
+        if "larger than max supported" in note:
+            note = "size above the transport's limit: " + note
+        return self.add(suite, test, size, place, peer, None, unit, note[:120])
+
+    def perftest_iters(self, size, lat):
+        n = 20000 if size <= 8192 else (2000 if size <= 65536 else 200)
+        if not lat:
+            n = n // 2
+        return max(20, n // 4) if self.quick else n
+
+    def suite_uct(self, place):
+        # 50th-percentile latency (col 1), overall bandwidth (col 5) of ucx_perftest -v.
+        tests = [("am_lat", ["-t", "am_lat", "-D", "short"], 1, "us", True),
+                 ("am_bw/short", ["-t", "am_bw", "-D", "short"], 5, "MiB/s", False),
+                 ("am_bw/bcopy", ["-t", "am_bw", "-D", "bcopy"], 5, "MiB/s", False),
+                 ("put_bw/zcopy", ["-t", "put_bw", "-D", "zcopy"], 5, "MiB/s", False),
+                 ("get/zcopy", ["-t", "get", "-D", "zcopy"], 5, "MiB/s", False)]
+        if self.quick:
+            tests = [t for t in tests if t[0] in ("am_lat", "am_bw/bcopy", "put_bw/zcopy")]
+        pl = PLACEMENTS[place]
+        for name, targs, col, unit, lat in tests:
+            for size in self.args.sizes:
+                for peer in UCX_PEERS:
+                    tl, dev = ("src", pl["src_dev"]) if peer == "src" else ("tcp", pl["tcp_dev"])
+                    self.perftest("uct", name, size, place, peer, targs + ["-x", tl, "-d", dev],
+                                  col, unit, self.perftest_iters(size, lat))
+
+    def suite_ucp(self, place):
+        tests = [("tag_lat", ["-t", "tag_lat"], 1, "us", True),
+                 ("tag_bw", ["-t", "tag_bw"], 5, "MiB/s", False),
+                 ("ucp_am_bw", ["-t", "ucp_am_bw"], 5, "MiB/s", False),
+                 ("stream_lat", ["-t", "stream_lat"], 1, "us", True),
+                 ("stream_bw", ["-t", "stream_bw"], 5, "MiB/s", False)]
+        if self.quick:
+            tests = [t for t in tests if t[0] in ("tag_lat", "tag_bw")]
+        for name, targs, col, unit, lat in tests:
+            for size in self.args.sizes:
+                for peer in UCX_PEERS:
+                    self.perftest("ucp", name, size, place, peer, targs, col, unit,
+                                  self.perftest_iters(size, lat))
+
+    # ---------------------------------------------------------------- wire-up (UCP)
+    def suite_wireup(self, place):
+        pl = PLACEMENTS[place]
+        rounds = "10" if self.quick else "30"
+        for peer in UCX_PEERS:
+            env = self.ucx_env(peer, place)
+            port = str(self.next_port())
+            server = self.spawn(self.on_node(pl["server_node"],
+                                             [self.args.bin + "/ucp_wireup", "-l", pl["server"],
+                                              "-p", port, "-r", rounds]), env)
+            out, rc = self.run(self.on_node(pl["client_node"],
+                                            [self.args.bin + "/ucp_wireup", "-c", pl["server"],
+                                             "-p", port, "-r", rounds, "--json"]), env, 60)
+            self.finish(server, 10)
+            res = None
+            for line in out.splitlines():
+                if line.startswith("{"):
+                    res = json.loads(line)
+            for key, label in (("first_us", "ep_to_first_msg/cold"),
+                               ("next_us", "ep_to_first_msg/warm"),
+                               ("ep_create_first_us", "ep_create/cold")):
+                if rc == 0 and res:
+                    self.add("wireup", label, 2, place, peer, res[key], "us")
+                else:
+                    self.add("wireup", label, 2, place, peer, None, "us",
+                             "timeout" if rc is None else "exit %s" % rc)
+
+    # ---------------------------------------------------------------- MPI
+    def mpi_env(self, peer, place):
+        pl = PLACEMENTS[place]
+        env = self.base_env()
+        fwd = []
+        if peer == "src":
+            env["LD_PRELOAD"] = self.args.probe + ":" + self.args.module
+            env.update(UCX_TLS="src,self", UCX_NET_DEVICES=pl["src_dev"])
+        elif peer == "ucx-tcp":
+            env.update(OMPI_MCA_pml="ucx", OMPI_MCA_pml_ucx_tls="any",
+                       OMPI_MCA_pml_ucx_devices="any", UCX_TLS="tcp,self",
+                       UCX_NET_DEVICES=pl["tcp_dev"])
+            fwd = ["UCX_TLS", "UCX_NET_DEVICES"]
+        elif peer == "ob1-tcp":
+            env.update(OMPI_MCA_pml="ob1", OMPI_MCA_btl="tcp,self",
+                       OMPI_MCA_btl_tcp_if_include=pl["ifinc"])
+        else:
+            prov = "udp;ofi_rxd" if peer == "ofi-rxd" else "tcp;ofi_rxm"
+            env.update(OMPI_MCA_pml="cm", OMPI_MCA_mtl="ofi",
+                       OMPI_MCA_mtl_ofi_provider_include=prov, FI_PROVIDER=prov,
+                       FI_UDP_IFACE=pl["tcp_dev"], FI_TCP_IFACE=pl["tcp_dev"])
+            fwd = ["FI_PROVIDER", "FI_UDP_IFACE", "FI_TCP_IFACE"]
+        return env, fwd
+
+    def hosts_for(self, nranks, nodes):
+        per = [nranks // nodes + (1 if i < nranks % nodes else 0) for i in range(nodes)]
+        return ",".join("n%d:%d" % (i + 1, c) for i, c in enumerate(per) if c)
+
+    def mpirun(self, peer, place, nranks, nodes, prog, timeout):
+        """Runs prog (a list) on nranks ranks; returns (output, rc)."""
+        env, fwd = self.mpi_env(peer, place)
+        launcher = ["mpirun"]
+        if peer == "src":
+            launcher = [self.args.srcrun, "--module", self.args.module, "mpirun"]
+        opts = ["--bind-to", "none", "--oversubscribe"]
+        if nranks > (os.cpu_count() or 1):
+            # More ranks than cores (each node of the bed believes it has all of them): idle
+            # ranks yield, for every peer alike.
+            opts += ["--mca", "mpi_yield_when_idle", "1"]
+        for v in fwd:
+            opts += ["-x", v]
+        if place == "loopback":
+            cmd = launcher + ["-np", str(nranks), "--mca", "oob_tcp_if_include", "lo"] + opts
+        else:
+            cmd = [self.args.testbed, "mpi"] + launcher + [
+                "-np", str(nranks), "--host", self.hosts_for(nranks, nodes)] + opts
+            env["OMPI_MCA_btl_tcp_if_include"] = PLACEMENTS[place]["ifinc"]
+        out, rc = self.run(cmd + prog, env, timeout)
+        if rc is None and place != "loopback":
+            self.clean_bed()
+        return out, rc
+
+    def clean_bed(self):
+        """After a timeout, stop whatever our job left in the test bed's namespaces."""
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for ns in [l.split()[0] for l in out.splitlines() if l.startswith(self.args.prefix + "-")]:
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                                  text=True).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+
+    @staticmethod
+    def parse_json_array(out):
+        m = re.search(r"^\[\s*$.*?^\]\s*$", out, re.S | re.M)
+        if not m:
+            m = re.search(r"^\[.*?^\]", out, re.S | re.M)
+        return json.loads(m.group(0)) if m else None
+
+    def why(self, out, rc):
+        if rc is None:
+            return "timeout"
+        for pat, note in (("No components were able to be opened|none of the installed "
+                           "components", "component not available"),
+                          ("mtl:ofi:.*no provider|No provider|fi_getinfo", "no libfabric provider"),
+                          ("MPI_ABORT|Abort", "job aborted")):
+            if re.search(pat, out):
+                return "%s (exit %s)" % (note, rc)
+        lines = [l for l in out.splitlines() if l.strip() and "setpgid" not in l]
+        return ("exit %s: %s" % (rc, lines[-1][:80])) if lines else "exit %s" % rc
+
+    def mpi_bench(self, suite_tests, place, peer, nranks, nodes, sizes, timeout):
+        prog = [self.args.bin + "/mpi_bench", "--json", "--tests", suite_tests,
+                "--sizes", ",".join(str(s) for s in sizes),
+                "--scale", "0.25" if self.quick else "1"]
+        out, rc = self.mpirun(peer, place, nranks, nodes, prog, timeout)
+        res = self.parse_json_array(out) if rc == 0 else None
+        return res, (None if res else self.why(out, rc))
+
+    def suite_mpi(self, place):
+        sizes = self.args.sizes
+        t = 120 if self.quick else 300
+        for tests, nranks, expect in (("lat,bw,bibw", 2, ["lat", "bw", "bibw"]),
+                                      ("msgrate,alltoall,allreduce", 4,
+                                       ["msgrate", "alltoall", "allreduce"])):
+            for peer in MPI_PEERS:
+                res, why = self.mpi_bench(tests, place, peer, nranks, 2, sizes, t)
+                for test in expect:
+                    for size in sizes:
+                        if test == "msgrate" and size > 65536:
+                            continue
+                        unit = {"lat": "us", "alltoall": "us", "allreduce": "us",
+                                "msgrate": "msg/s"}.get(test, "MB/s")
+                        name = test if test not in ("msgrate", "alltoall", "allreduce") else \
+                            "%s/%dr" % (test, nranks)
+                        vals = [r["value"] for r in res or []
+                                if r["test"] == test and r["size"] == size]
+                        self.add("mpi", name, size, place, peer, vals[0] if vals else None, unit,
+                                 "" if vals else (why or "not reported"))
+
+    def suite_state(self, place):
+        if place == "loopback":
+            plan = [(n, 1) for n in ((2, 8) if self.quick else (2, 8, 16, 32, 64))]
+        else:
+            plan = [(2, 2), (8, 2)] if self.quick else \
+                [(2, 2), (8, 2), (16, 4), (32, 8), (64, 8)]
+            plan = [(r, min(n, self.args.nodes)) for r, n in plan]
+        keys = [("init_us", "us"), ("first_alltoall_us", "us"), ("rss_kib", "KiB"),
+                ("fds", "count"), ("sockets", "count"), ("engine_conns", "count"),
+                ("engine_state_bytes", "bytes"), ("engine_retransmits", "count")]
+        for nranks, nodes in plan:
+            for peer in MPI_PEERS:
+                res, why = self.mpi_bench("init", place, peer, nranks, nodes, [8],
+                                          120 if nranks <= 16 else 300)
+                label = "%dr/%dn" % (nranks, nodes)
+                for key, unit in keys:
+                    if key.startswith("engine") and peer != "src":
+                        continue
+                    vals = [r["value"] for r in res or [] if r["test"] == key]
+                    self.add("state", key, label, place, peer, vals[0] if vals else None, unit,
+                             "" if vals else (why or "not reported"))
+
+    # ---------------------------------------------------------------- OSU
+    def suite_osu(self, place):
+        osu = self.args.osu_dir
+        found = {}
+        for root, _, files in os.walk(osu):
+            for f in files:
+                if f.startswith("osu_") and os.access(os.path.join(root, f), os.X_OK):
+                    found.setdefault(f, os.path.join(root, f))
+        plan = [("osu_latency", 2, "lat", "us", 1), ("osu_bw", 2, "bw", "MB/s", 1),
+                ("osu_bibw", 2, "bibw", "MB/s", 1), ("osu_mbw_mr", 4, "msgrate/4r", "msg/s", 2),
+                ("osu_alltoall", 4, "alltoall/4r", "us", 1),
+                ("osu_allreduce", 4, "allreduce/4r", "us", 1)]
+        sizes = self.args.sizes
+        for prog, nranks, name, unit, col in plan:
+            for peer in MPI_PEERS:
+                if prog not in found:
+                    for size in sizes:
+                        self.add("osu", name, size, place, peer, None, unit,
+                                 "%s not found under %s" % (prog, osu))
+                    continue
+                args = [found[prog], "-m", "%d:%d" % (min(sizes), max(sizes))]
+                if self.quick:
+                    args += ["-i", "100", "-x", "10"]
+                out, rc = self.mpirun(peer, place, nranks, 2, args, 300)
+                table = {}
+                for line in out.splitlines():
+                    f = line.split()
+                    if len(f) > col and re.match(r"^\d+$", f[0]):
+                        try:
+                            table[int(f[0])] = float(f[col])
+                        except ValueError:
+                            pass
+                for size in sizes:
+                    v = table.get(size) if rc == 0 else None
+                    if name.startswith("msgrate") and size > 65536:
+                        continue
+                    self.add("osu", name, size, place, peer, v, unit,
+                             "" if v is not None else self.why(out, rc))
+
+
+# -------------------------------------------------------------------- reporting
+def ratio(src, peer, unit):
+    if src is None or peer is None or peer == 0 or src == 0:
+        return None
+    return src / peer
+
+
+def fmt(v):
+    if v is None:
+        return "n/a"
+    if abs(v) >= 100000:
+        return "%.3g" % v
+    if abs(v) >= 100:
+        return "%.0f" % v
+    if abs(v) >= 10:
+        return "%.1f" % v
+    return "%.2f" % v
+
+
+def size_label(s):
+    if isinstance(s, int):
+        for unit, div in (("M", 1 << 20), ("K", 1 << 10)):
+            if s >= div and s % div == 0:
+                return "%d%s" % (s // div, unit)
+    return str(s)
+
+
+def make_table(rows, peers_of):
+    out = []
+    notes = {}
+    keys = []
+    for r in rows:
+        k = (r["suite"], r["placement"], r["test"], r["size"], r["unit"])
+        if k not in keys:
+            keys.append(k)
+    by = {}
+    for r in rows:
+        by[(r["suite"], r["placement"], r["test"], r["size"], r["peer"])] = r
+    current = None
+    for suite, place, test, size, unit in keys:
+        peers = peers_of[suite]
+        if (suite, place) != current:
+            current = (suite, place)
+            out.append("")
+            out.append("== %s, %s   (ratio = src / peer; for %s higher is better, "
+                       "otherwise lower)" % (suite.upper(), place,
+                                             " and ".join(sorted(HIGHER_IS_BETTER_UNITS))))
+            head = "%-24s %-8s %-6s %10s" % ("test", "size", "unit", "src")
+            for p in peers[1:]:
+                head += " %10s %7s" % (p, "ratio")
+            out.append(head)
+            out.append("-" * len(head))
+        src = by.get((suite, place, test, size, "src"))
+        sv = src["value"] if src else None
+        line = "%-24s %-8s %-6s %10s" % (test, size_label(size), unit, fmt(sv))
+        for p in peers[1:]:
+            r = by.get((suite, place, test, size, p))
+            pv = r["value"] if r else None
+            rt = ratio(sv, pv, unit)
+            line += " %10s %7s" % (fmt(pv), "%.2f" % rt if rt is not None else "-")
+            if r and r["value"] is None and r["note"]:
+                notes.setdefault(r["note"], set()).add("%s %s" % (p, suite))
+        if src and sv is None and src["note"]:
+            notes.setdefault(src["note"], set()).add("src %s" % suite)
+        out.append(line)
+    if notes:
+        out.append("")
+        out.append("n/a reasons:")
+        for note, who in notes.items():
+            out.append("  %s: %s" % (", ".join(sorted(who)), note))
+    return "\n".join(out) + "\n"
+
+
+def make_plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (contrib/install-deps.sh installs it): no plot"
+    panels = [("mpi", "lat", "MPI latency (us)", True), ("mpi", "bw", "MPI bandwidth (MB/s)", True),
+              ("ucp", "tag_bw", "UCP tag_bw (MiB/s)", True),
+              ("state", "first_alltoall_us", "MPI first alltoall (us)", False),
+              ("state", "rss_kib", "resident memory per rank (KiB)", False),
+              ("state", "sockets", "sockets per rank", False)]
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    styles = {"loopback": "-", "2nodes": "--"}
+    colors = {"src": "black", "tcp": "tab:blue", "ucx-tcp": "tab:blue", "ob1-tcp": "tab:orange",
+              "ofi-rxd": "tab:green", "ofi-tcp": "tab:red"}
+    for ax, (suite, test, title, by_size) in zip(axes.flat, panels):
+        series = {}
+        for r in rows:
+            if r["suite"] != suite or r["test"] != test or r["value"] is None:
+                continue
+            x = r["size"] if by_size else int(str(r["size"]).split("r")[0])
+            series.setdefault((r["peer"], r["placement"]), []).append((x, r["value"]))
+        for (peer, place), pts in sorted(series.items()):
+            pts.sort()
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], styles.get(place, "-"),
+                    marker="o", linewidth=2.5 if peer == "src" else 1.2,
+                    color=colors.get(peer),
+                    label="%s (%s)" % (peer, place))
+        ax.set_title(title)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)" if by_size else "ranks")
+        ax.grid(True, which="both", alpha=0.3)
+        if series:
+            ax.legend(fontsize=6)
+    fig.suptitle("src beside the transports users pick today (solid: loopback, dashed: two "
+                 "namespace nodes)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    return None
+
+
+def versions():
+    def cmd(c):
+        try:
+            return subprocess.run(c, capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    cpu = ""
+    try:
+        cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+               if l.startswith("model name")][0]
+    except (OSError, IndexError):
+        pass
+    mem = ""
+    try:
+        mem = "%.1f GiB" % (int(open("/proc/meminfo").readline().split()[1]) / 1048576)
+    except (OSError, ValueError):
+        pass
+    ucx = re.search(r"Version ([\d.]+)", cmd(["ucx_info", "-v"]))
+    ompi = re.search(r"Open MPI: ([\d.]+)", cmd(["ompi_info", "--version"]) + cmd(["ompi_info"]))
+    fi = re.search(r"libfabric: ([\d.]+)", cmd(["fi_info", "--version"]))
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    commit = cmd(["git", "-C", top, "describe", "--always", "--dirty"]).strip() or "?"
+    return {"commit": commit, "cpu": cpu, "cores": os.cpu_count(), "memory": mem,
+            "kernel": platform.release(), "os": cmd(["sh", "-c", ". /etc/os-release && "
+                                                     "echo $PRETTY_NAME"]).strip(),
+            "ucx": ucx.group(1) if ucx else "?", "openmpi": ompi.group(1) if ompi else "?",
+            "libfabric": fi.group(1) if fi else "?"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--bin", required=True, help="directory of mpi_bench, ucp_wireup, probe")
+    ap.add_argument("--module", required=True)
+    ap.add_argument("--srcrun", required=True)
+    ap.add_argument("--testbed", required=True)
+    ap.add_argument("--prefix", default=os.environ.get("SRCBED_PREFIX", "srcbed"))
+    ap.add_argument("--nodes", type=int, default=2, help="test-bed nodes that are up")
+    ap.add_argument("--only", default="uct,ucp,mpi,osu,wireup,state")
+    ap.add_argument("--placements", default="loopback,2nodes")
+    ap.add_argument("--osu-dir", default=os.environ.get("OSU_DIR", ""))
+    ap.add_argument("--sizes", default="")
+    ap.add_argument("--command", default="", help="the command line, for the record")
+    args = ap.parse_args()
+    args.probe = os.path.join(args.bin, "libsrc_probe.so")
+    if args.sizes:
+        args.sizes = [int(s) for s in args.sizes.split(",")]
+    else:
+        args.sizes = [8, 65536] if args.quick else [8, 1024, 65536, 1048576]
+    os.makedirs(args.out, exist_ok=True)
+
+    d = Driver(args)
+
+    def stop(signum, frame):
+        d.kill_all()
+        sys.exit(128 + signum)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    started = time.time()
+    suites = args.only.split(",")
+    for place in args.placements.split(","):
+        for suite in ("uct", "ucp", "wireup", "mpi", "osu", "state"):
+            if suite not in suites:
+                continue
+            if suite == "osu" and not args.osu_dir:
+                print("== osu: skipped (set OSU_DIR or --osu-dir to an installed "
+                      "osu-micro-benchmarks)", flush=True)
+                continue
+            print("== %s, %s" % (suite, place), flush=True)
+            getattr(d, "suite_" + suite)(place)
+
+    meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "command": args.command, "quick": args.quick, "seconds": round(time.time() - started),
+            "machine": versions(), "sizes": args.sizes}
+    peers_of = {"uct": UCX_PEERS, "ucp": UCX_PEERS, "wireup": UCX_PEERS, "mpi": MPI_PEERS,
+                "osu": MPI_PEERS, "state": MPI_PEERS}
+    m = meta["machine"]
+    header = ("srcucx side-by-side comparison, %s, source %s\ncommand: %s\nmachine: %s, %s "
+              "cores, %s, Linux %s, %s; UCX %s, Open MPI %s, libfabric %s; %d s\n"
+              % (meta["date"], m["commit"], meta["command"], m["cpu"], m["cores"], m["memory"],
+                 m["kernel"], m["os"], m["ucx"], m["openmpi"], m["libfabric"], meta["seconds"]))
+    table = header + make_table(d.rows, peers_of)
+    with open(os.path.join(args.out, "table.txt"), "w") as f:
+        f.write(table)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"meta": meta, "results": d.rows}, f, indent=1)
+    with open(os.path.join(args.out, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["suite", "test", "size", "placement", "peer", "value",
+                                          "unit", "ratio_src_over_peer", "note"])
+        w.writeheader()
+        src = {(r["suite"], r["test"], r["size"], r["placement"]): r["value"]
+               for r in d.rows if r["peer"] == "src"}
+        for r in d.rows:
+            rt = None if r["peer"] == "src" else ratio(
+                src.get((r["suite"], r["test"], r["size"], r["placement"])), r["value"], r["unit"])
+            w.writerow(dict(r, ratio_src_over_peer="" if rt is None else "%.4f" % rt,
+                            value="" if r["value"] is None else r["value"]))
+    why = make_plot(d.rows, os.path.join(args.out, "plot.png"))
+    print(table)
+    if why:
+        print("plot: " + why)
+    print("results: %s/{table.txt,results.csv,results.json,plot.png,run.log}" % args.out)
+
+
+if __name__ == "__main__":
+    main()

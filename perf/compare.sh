@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# compare.sh: one command for the side-by-side comparison of the src transport with the
+# transports users pick today (UCX tcp, Open MPI ob1/tcp, libfabric udp;ofi_rxd and
+# tcp;ofi_rxm through Open MPI's ofi MTL), on loopback and across namespace nodes.
+#
+# usage: perf/compare.sh [--quick] [--build DIR] [--out DIR] [--only SUITES]
+#                        [--placements loopback,2nodes] [--osu-dir DIR] [--sizes LIST]
+#   --quick       fewer tests, sizes and ranks, shorter runs (about 3 minutes; full: about 20)
+#   --build DIR   a configured and built srcucx tree (default: $SRC_BUILD_DIR/perf, else
+#                 _build/perf, built here with contrib/install-deps.sh if missing)
+#   --out DIR     where results go (default perf/results/<date-time>[-quick])
+#   --only LIST   suites among uct,ucp,wireup,mpi,osu,state (default: all)
+#   --osu-dir DIR an installed osu-micro-benchmarks (also OSU_DIR); the osu suite needs it
+# Writes table.txt, results.csv, results.json, plot.png and run.log (every command and its
+# output) to the results directory and prints the table. Needs root for the namespaces; without
+# them (or with --placements loopback) it measures loopback only.
+#
+# Traffic goes only to loopback and to the test bed's addresses (198.51.100.0/24, inside the
+# namespaces it creates); every process is bounded by a timeout and the bed is torn down on exit,
+# also when interrupted.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+quick=0 build="" out="" only="uct,ucp,wireup,mpi,osu,state" placements="loopback,2nodes"
+osu=${OSU_DIR:-} sizes=""
+command_line="perf/compare.sh $*"
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --quick) quick=1; shift ;;
+    --build) build=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    --placements) placements=$2; shift 2 ;;
+    --osu-dir) osu=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    -h|--help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "compare.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
+    esac
+done
+
+# The build: an existing tree, else one made here.
+if [ -z "$build" ]; then
+    build=${SRC_BUILD_DIR:-$top/_build}/perf
+    if [ ! -f "$build/uct_src/.libs/libuct_src.so" ]; then
+        echo "== building srcucx in $build"
+        ucx_src=$("$top/contrib/install-deps.sh" | tail -n 1)
+        (cd "$top" && ./autogen.sh >/dev/null)
+        mkdir -p "$build"
+        (cd "$build" && "$top/configure" --with-ucx-src="$ucx_src" >configure.log) ||
+            { tail -n 30 "$build/configure.log"; exit 1; }
+        make -C "$build" -j"$(nproc)" >"$build/make.log" 2>&1 || { tail -n 40 "$build/make.log"; exit 1; }
+    fi
+fi
+build=$(cd "$build" && pwd)
+module=$build/uct_src/.libs/libuct_src.so
+srcrun=$build/contrib/srcrun
+[ -f "$module" ] || { echo "compare.sh: no module at $module: build the tree first" >&2; exit 1; }
+[ -x "$srcrun" ] || make -C "$build/contrib" srcrun >/dev/null
+
+stamp=$(date +%Y-%m-%d-%H%M)
+[ $quick -eq 1 ] && stamp="$stamp-quick"
+out=${out:-$top/perf/results/$stamp}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+# The benchmark programs, built for this run into a scratch directory removed on exit; the
+# test bed, when up, is torn down on exit too, also when interrupted.
+testbed=$top/contrib/netns-testbed.sh
+bin=$(mktemp -d)
+bed=0
+cleanup() {
+    [ $bed -eq 0 ] || "$testbed" down
+    rm -rf "$bin"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+echo "== building the benchmark programs"
+mpicc -O2 -o "$bin/mpi_bench" "$top/perf/mpi_bench.c" -ldl
+# shellcheck disable=SC2046
+cc -O2 -o "$bin/ucp_wireup" "$top/perf/ucp_wireup.c" $(pkg-config --cflags --libs ucx 2>/dev/null || echo -lucp -lucs)
+cc -O2 -shared -fPIC -I"$top/include" -o "$bin/libsrc_probe.so" "$top/perf/src_probe.c" -ldl
+
+# The test bed: two nodes, eight for the full state sweep.
+nodes=0
+case ",$placements," in
+*,2nodes,*)
+    if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
+        echo "compare.sh: not root or no 'ip netns': measuring loopback only" >&2
+        placements=loopback
+    else
+        nodes=2
+        [ $quick -eq 0 ] && case ",$only," in *,state,*) nodes=8 ;; esac
+        bed=1
+        "$testbed" up $nodes
+    fi
+    ;;
+esac
+
+py=python3
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null && py=/usr/bin/python3
+args=(--out "$out" --bin "$bin" --module "$module" --srcrun "$srcrun" --testbed "$testbed"
+      --nodes "$nodes" --only "$only" --placements "$placements" --command "$command_line")
+[ $quick -eq 1 ] && args+=(--quick)
+[ -n "$osu" ] && args+=(--osu-dir "$osu")
+[ -n "$sizes" ] && args+=(--sizes "$sizes")
+# The whole run is bounded too: 15 min quick, 45 min full.
+limit=$([ $quick -eq 1 ] && echo 900 || echo 2700)
+timeout --kill-after=10 $limit "$py" "$top/perf/compare.py" "${args[@]}"
