@@ -17,9 +17,10 @@
  * unit of ucx_perftest and OSU) over windows of 64 messages; alltoall and allreduce = mean time
  * per call (us) on the slowest rank, size = bytes per peer (alltoall) or vector bytes
  * (allreduce). init: init_us = MPI_Init, first_alltoall_us = the first 8-byte MPI_Alltoall right
- * after it (every pair connects), then, per process after that alltoall and averaged (and max)
- * over ranks: resident memory, open file descriptors, sockets, and the engine's connection
- * state where the src probe (libsrc_probe.so) is loaded. */
+ * after it, all_pairs_us = then one message with every other rank (collectives need not connect
+ * every pair), then, per process with all pairs connected and averaged (and max) over ranks:
+ * resident memory, open file descriptors, sockets, and the engine's connection state where
+ * the src probe (libsrc_probe.so) is loaded. */
 #define _GNU_SOURCE
 #include <mpi.h>
 
@@ -318,6 +319,7 @@ static void bench_init(double init_start, double init_end)
     double t0 = now_us(), first, second, mine_init = init_end - init_start, worst;
     probe_state_fn_t probe = (probe_state_fn_t)dlsym(RTLD_DEFAULT, "src_probe_state");
     long fds, sockets;
+    int i;
 
     MPI_Alltoall(sbuf, 8, MPI_BYTE, rbuf, 8, MPI_BYTE, MPI_COMM_WORLD);
     first = now_us() - t0;
@@ -332,7 +334,18 @@ static void bench_init(double init_start, double init_end)
     MPI_Reduce(&second, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     record("second_alltoall_us", 0, worst, "us", 1);
 
-    /* State after every pair has exchanged a message. */
+    /* Collectives need not connect every pair (Bruck's alltoall does not): exchange one message
+     * with every other rank, then read the state with all pairs connected. */
+    t0 = now_us();
+    for (i = 1; i < nranks; ++i) {
+        int to = (rank + i) % nranks, from = (rank - i + nranks) % nranks;
+        MPI_Sendrecv(sbuf, 1, MPI_BYTE, to, 6, rbuf, 1, MPI_BYTE, from, 6, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+    }
+    first = now_us() - t0;
+    MPI_Reduce(&first, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    record("all_pairs_us", 0, worst, "us", 1);
+    MPI_Barrier(MPI_COMM_WORLD);
     count_fds(&fds, &sockets);
     record_spread("rss_kib", (double)proc_status_kib("VmRSS"), "KiB");
     record_spread("fds", (double)fds, "count");
