@@ -48,7 +48,7 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "Largest datagram the engine sends, bytes; 0 chooses the interface's, at most 16k.",
      ucs_offsetof(uct_src_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"WINDOW", "64",
+    {"WINDOW", "128",
      "Packets in flight per connection between two engines (2..1024).",
      ucs_offsetof(uct_src_iface_config_t, window), UCS_CONFIG_TYPE_UINT},
 

@@ -6,7 +6,8 @@
 // Transmit PSNs:   acked_psn <= send_psn <= next_psn
 //   [acked_psn, send_psn)  transmitted, not yet acknowledged (at most `window` of them)
 //   [send_psn, next_psn)   assigned to a message, not yet transmitted
-//   resend_psn             while < send_psn: next packet to retransmit (RTO, RNR, SACK gap)
+//   [resend_psn, resend_end)  a retransmission run (RTO probe and recovery, RNR, SACK gap,
+//                          link back-pressure); none while resend_psn == send_psn
 // A message gets its PSN range when the requester takes it (or the responder creates it), so
 // an acknowledgement that covers a PSN also orders everything assigned before it.
 #ifndef SRCNIC_CONN_CONNECTION_H
@@ -73,8 +74,11 @@ struct Connection {
     uint32_t send_psn = 1;         // next PSN never transmitted
     uint32_t acked_psn = 1;        // oldest PSN not acknowledged
     uint32_t resend_psn = 1;       // next PSN to retransmit while < send_psn
-    uint64_t peer_sack = 0;        // receiver's latest selective-ack bitmap ...
-    uint32_t sack_base = 0;        //   ... of the PSNs after this one
+    uint32_t resend_end = 1;       // end (exclusive) of the current retransmission run
+    bool recovering = false;       // after a timeout, until recover_psn is acknowledged
+    uint32_t recover_psn = 0;      //   send_psn when the timeout fired
+    uint64_t peer_sack = 0;        // receiver's newest selective-ack bitmap ...
+    uint32_t sack_base = 1;        //   ... of the PSNs after its cumulative ack, this one
     TxMsg *head = nullptr;         // oldest message (PSN order)
     TxMsg *tail = nullptr;
     uint64_t rto_deadline_ns = 0;  // retransmit when reached; 0 = no timer

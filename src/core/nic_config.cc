@@ -11,7 +11,7 @@ extern "C" void srcnic_config_init(srcnic_config_t *config)
     std::strcpy(config->bind_addr, "127.0.0.1");
     config->port = 0;
     config->mtu = 0;
-    config->window = 64;
+    config->window = 128;
     config->rto_us = 5000;
     config->rto_max_us = 200000;
     config->retry_count = 16;

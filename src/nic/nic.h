@@ -121,6 +121,7 @@ private:
     void tx_commit(uint32_t iovcnt, Connection *c);
     void tx_flush();
     void check_timers(Connection *c, uint64_t now);
+    void start_resend(Connection *c, uint32_t from, uint32_t end);
     void arm_timer();
 
     // --- rx demux (rx_demux.cc): link -> stages ---

@@ -297,7 +297,7 @@ void Nic::rx_control(Connection *c, const PacketHeader &h)
             const uint64_t now = now_ns();
             c->rnr_until_ns = now + static_cast<uint64_t>(c->rnr_delay_us) * kNsPerUs;
             c->rnr_delay_us = std::min(c->rnr_delay_us * 2, std::max(config_.rnr_delay_us, 10000u));
-            c->resend_psn = h.psn;
+            start_resend(c, h.psn, c->send_psn);
             c->progress_ns = now;   // the peer is alive, only busy
             c->retries = 0;
             c->rto_deadline_ns = 0;
@@ -324,9 +324,18 @@ void Nic::apply_ack(Connection *c, uint32_t ack_psn)
         return;
     }
     const uint64_t now = now_ns();
+    const uint32_t newly_acked = ack_psn - c->acked_psn;
     c->acked_psn = ack_psn;
     if (psn_before(c->resend_psn, ack_psn)) {
         c->resend_psn = ack_psn;
+    }
+    if (c->recovering) {
+        if (!psn_before(ack_psn, c->recover_psn)) {
+            c->recovering = false;
+        } else {
+            // Partial ack after a timeout: the rest before recover_psn was probably lost.
+            start_resend(c, ack_psn, ack_psn + std::min(2 * newly_acked, config_.window));
+        }
     }
     c->retries = 0;
     if (c->rtt_timing && psn_before(c->rtt_psn, ack_psn)) {
@@ -355,20 +364,24 @@ void Nic::apply_ack(Connection *c, uint32_t ack_psn)
 
 void Nic::note_sack(Connection *c, const PacketHeader &h)
 {
+    // What the peer has received is known from the newest ack it sent, whether or not that
+    // ack may complete anything yet (§5.4 orders completions, not retransmissions): packets
+    // it holds are never retransmitted, so a probe always carries something it lacks.
+    if (psn_before(h.ack_psn, c->sack_base) || psn_before(c->send_psn, h.ack_psn)) {
+        return;   // older than what we know, or acknowledges what was never sent
+    }
     c->sack_base = h.ack_psn;
     c->peer_sack = h.sack;
     // A gap at the receiver with later packets already there: retransmit the gap now rather
     // than at the timeout, at most once per quarter timeout.
-    if (h.sack != 0 && h.ack_psn == c->acked_psn && psn_before(h.ack_psn, c->send_psn) &&
-        __builtin_popcountll(h.sack) >= 2) {
+    if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) && __builtin_popcountll(h.sack) >= 2) {
         const uint64_t now = now_ns();
         if (now - c->fast_rtx_ns >= static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4) {
             c->fast_rtx_ns = now;
-            if (!psn_before(c->resend_psn, c->send_psn) || psn_before(h.ack_psn, c->resend_psn)) {
-                c->resend_psn = h.ack_psn;
-            }
+            // Resend the holes up to the highest PSN the receiver holds.
+            const uint32_t highest = h.ack_psn + 1 + (63 - __builtin_clzll(h.sack));
+            start_resend(c, h.ack_psn, highest);
             count(SRCNIC_CNT_FAST_RETRANSMITS);
-            activate(c);
         }
     }
 }

@@ -13,8 +13,12 @@ namespace srcnic {
 
 namespace {
 
+// The peer reported holding this PSN (cumulatively or selectively).
 bool sacked(const Connection *c, uint32_t psn)
 {
+    if (psn_before(psn, c->sack_base)) {
+        return true;
+    }
     const uint32_t off = psn - c->sack_base - 1;
     return off < 64 && ((c->peer_sack >> off) & 1) != 0;
 }
@@ -103,9 +107,7 @@ void Nic::tx_flush()
             continue;
         }
         if (opcode_info(h.opcode).sequenced) {
-            if (!psn_before(c->resend_psn, c->send_psn) || psn_before(h.psn, c->resend_psn)) {
-                c->resend_psn = h.psn;
-            }
+            start_resend(c, h.psn, h.psn + 1);
         } else if (h.opcode == static_cast<uint8_t>(Opcode::kACK)) {
             c->ack_pending = c->ack_now = true;
         }
@@ -264,8 +266,45 @@ void Nic::check_timers(Connection *c, uint64_t now)
     c->rto_us = std::min(c->rto_us * 2, config_.rto_max_us);
     c->rtt_timing = false;   // Karn: no sample from a retransmitted packet
     c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
-    // Go back to the oldest unacknowledged PSN; packets the receiver reported are skipped.
-    c->resend_psn = c->acked_psn;
+    // Probe with the oldest unacknowledged packet only (PROTOCOL.md §5.5): if the peer was
+    // merely slow its ack ends the recovery; if packets were lost, each partial ack resends
+    // twice as many as it acknowledged (skipping those the peer reported).
+    c->recovering = true;
+    c->recover_psn = c->send_psn;
+    const uint32_t oldest = psn_before(c->acked_psn, c->sack_base) ? c->sack_base : c->acked_psn;
+    if (psn_before(oldest, c->send_psn)) {
+        start_resend(c, oldest, oldest + 1);
+    } else {
+        // The peer holds everything; only its acknowledgement could not be applied yet.
+        // A duplicate of the newest packet makes it send a fresh one (§5.3).
+        tx_packet(c, c->send_psn - 1, true);
+    }
+}
+
+void Nic::start_resend(Connection *c, uint32_t from, uint32_t end)
+{
+    if (psn_before(from, c->acked_psn)) {
+        from = c->acked_psn;
+    }
+    if (psn_before(c->send_psn, end)) {
+        end = c->send_psn;
+    }
+    if (!psn_before(from, end)) {
+        return;
+    }
+    if (psn_before(c->resend_psn, c->send_psn)) {
+        // A run is in progress: widen it.
+        if (psn_before(from, c->resend_psn)) {
+            c->resend_psn = from;
+        }
+        if (psn_before(c->resend_end, end)) {
+            c->resend_end = end;
+        }
+    } else {
+        c->resend_psn = from;
+        c->resend_end = end;
+    }
+    activate(c);
 }
 
 unsigned Nic::tx_schedule(uint64_t now)
@@ -284,6 +323,10 @@ unsigned Nic::tx_schedule(uint64_t now)
         }
         if (c->rnr_until_ns == 0) {
             while (!tx_blocked_ && psn_before(c->resend_psn, c->send_psn)) {
+                if (!psn_before(c->resend_psn, c->resend_end)) {
+                    c->resend_psn = c->send_psn;   // the run is over
+                    break;
+                }
                 const uint32_t psn = c->resend_psn++;
                 if (sacked(c, psn)) {
                     continue;

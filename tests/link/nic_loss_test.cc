@@ -67,7 +67,7 @@ TEST_P(NicLoss, many_messages__exactly_once_in_order)
     srcnic_config_t config = test_config();
     config.rto_us = 5000;
     config.rto_max_us = 50000;
-    config.rx_buffers = 1024;   // 3 Nics x 6 connections of 64-packet windows reorder a lot
+    config.rx_buffers = 1024;   // 3 Nics x 6 connections of full windows reorder a lot
     constexpr size_t kNics = 3;
     LoopbackNics nics(kNics, config, 8192, seed);
     FaultConfig fc;
