@@ -1,0 +1,178 @@
+// Protocol tests of the completer (PROTOCOL.md §3.4, §3.5, §5.4): answers from a raw peer to the
+// Nic's own requests — READ responses placed, error answers completing requests, and answers
+// or acknowledgements that match nothing.
+#include "raw_peer.h"
+
+namespace srcnic {
+namespace test {
+namespace {
+
+class Completer : public ProtocolTest {
+protected:
+    srcnic_config_t config() override
+    {
+        srcnic_config_t c = protocol_config();
+        c.rto_us = c.rto_max_us = 500000;   // no retransmission while a test looks
+        return c;
+    }
+
+    void SetUp() override
+    {
+        ProtocolTest::SetUp();
+        dest_ = dest_to_peer();
+    }
+
+    // Posts a request of qp_ to the raw peer and returns its first packet (psn).
+    Packet post(const srcnic_wqe_t &w, uint32_t psn)
+    {
+        EXPECT_EQ(SRCNIC_OK, qp_->post_send(w));
+        Packet p;
+        EXPECT_TRUE(await_psn(psn, &p));
+        peer_->nic_conn(p.h.src_conn);
+        return p;
+    }
+
+    // An answer of the raw peer (READ_RESP or ERR_RESP) to the request starting at req_psn.
+    PacketHeader answer(Opcode op, uint32_t psn, uint32_t req_psn, uint16_t flags)
+    {
+        PacketHeader h = peer_->header(op, psn, flags);
+        h.req_psn = req_psn;
+        h.src_qpn = kPeerQpn;
+        h.dst_qpn = qp_->qpn();
+        return h;
+    }
+
+    srcnic_dest_t dest_{};
+};
+
+TEST_F(Completer, complete_answer__read_resp_is_placed_and_completes_read)
+{
+    std::vector<uint8_t> local(2000, 0);
+    const std::vector<uint8_t> remote = pattern(2000, 21);
+    srcnic_wqe_t w = make_rdma(SRCNIC_OP_READ, dest_, 1, local.data(), 2000, 0x7000, 0xabc00005);
+    // post READ of 2000 bytes / expect READ_REQ psn 1, SYN|FIRST|LAST, no payload
+    Packet req = post(w, 1);
+    EXPECT_EQ(static_cast<uint8_t>(Opcode::kREAD_REQ), req.h.opcode);
+    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast, req.h.flags);
+    EXPECT_EQ(2000u, req.h.msg_len);
+    EXPECT_EQ(0x7000u, req.h.addr);
+    EXPECT_EQ(0xabc00005u, req.h.rkey);
+    EXPECT_EQ(0u, req.h.payload_len);
+    // receive READ_RESP psn 1, 2 (acknowledging the READ_REQ) / expect no completion yet
+    srcnic_cqe_t cqe;
+    for (uint32_t seg = 0; seg < 3; ++seg) {
+        const uint32_t off = seg * kSegPayload;
+        const uint32_t len = std::min<uint32_t>(kSegPayload, 2000 - off);
+        PacketHeader h = answer(Opcode::kREAD_RESP, 1 + seg, 1,
+                                static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (seg == 2 ? kFlagLast : 0)));
+        h.msg_len = 2000;
+        h.addr = off;
+        h.ack_psn = 2;
+        peer_->send(h, std::vector<uint8_t>(remote.begin() + off, remote.begin() + off + len));
+        if (seg == 1) {
+            run_for(1000);
+            EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1)) << "READ completed before its last response";
+        }
+    }
+    // receive READ_RESP psn 3 (LAST) / expect the READ completed OK with the bytes placed
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(SRCNIC_OP_READ, cqe.opcode);
+    EXPECT_EQ(1u, cqe.wr_id);
+    EXPECT_EQ(2000u, cqe.byte_len);
+    EXPECT_EQ(remote, local);
+    // expect the responses acknowledged
+    Packet ack;
+    ASSERT_TRUE(await([](const Packet &p) { return p.h.ack_psn == 4; }, &ack));
+}
+
+TEST_F(Completer, complete_answer__read_resp_at_wrong_offset_is_dropped)
+{
+    std::vector<uint8_t> local(100, 0);
+    Counters before(*nic_);
+    post(make_rdma(SRCNIC_OP_READ, dest_, 1, local.data(), 100, 0x7000, 0xabc00005), 1);
+    // receive READ_RESP psn 1 claiming offset 10 / expect DROP_BAD_RESPONSE, nothing placed
+    PacketHeader h = answer(Opcode::kREAD_RESP, 1, 1, kFlagFirst | kFlagLast);
+    h.msg_len = 100;
+    h.addr = 10;
+    h.ack_psn = 2;
+    peer_->send(h, std::vector<uint8_t>(90, 0xee));
+    run_for(1000);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_BAD_RESPONSE));
+    srcnic_cqe_t cqe;
+    EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1));
+    EXPECT_EQ(std::vector<uint8_t>(100, 0), local);
+    // receive READ_RESP psn 2 with more bytes than the READ asked / expect DROP_BAD_RESPONSE
+    h.psn = 2;
+    h.addr = 0;
+    peer_->send(h, std::vector<uint8_t>(101, 0xee));
+    run_for(1000);
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_DROP_BAD_RESPONSE));
+    EXPECT_EQ(std::vector<uint8_t>(100, 0), local);
+}
+
+TEST_F(Completer, complete_answer__err_resp_completes_request_with_its_status)
+{
+    std::vector<uint8_t> data = pattern(10, 1);
+    post(make_send(dest_, 1, data.data(), 10), 1);
+    // receive ERR_RESP psn 1, req_psn 1, UNREACHABLE (not acknowledging the SEND yet)
+    // expect no completion: the request waits for its acknowledgement (§5.4)
+    PacketHeader h = answer(Opcode::kERR_RESP, 1, 1, kFlagFirst | kFlagLast);
+    h.imm = static_cast<uint32_t>(SRCNIC_ERR_UNREACHABLE);
+    peer_->send(h);
+    // expect the ERR_RESP acknowledged (ack_psn 2)
+    Packet ack;
+    ASSERT_TRUE(await([](const Packet &p) { return p.h.ack_psn == 2; }, &ack));
+    run_for(1000);
+    srcnic_cqe_t cqe;
+    EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1));
+    // receive ACK of the SEND at stream position 2 / expect the SEND completed UNREACHABLE
+    ack_nic(2, 2);
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(1u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_ERR_UNREACHABLE, cqe.status);
+}
+
+TEST_F(Completer, complete_answer__answer_to_no_request_is_dropped)
+{
+    std::vector<uint8_t> data = pattern(10, 1);
+    Counters before(*nic_);
+    post(make_send(dest_, 1, data.data(), 10), 1);
+    // receive ERR_RESP psn 1 for req_psn 7, never sent / expect DROP_BAD_RESPONSE; the
+    // SEND later completes OK
+    PacketHeader h = answer(Opcode::kERR_RESP, 1, 7, kFlagFirst | kFlagLast);
+    h.imm = static_cast<uint32_t>(SRCNIC_ERR_UNREACHABLE);
+    peer_->send(h);
+    // receive READ_RESP psn 2 for the SEND's psn (not a READ) / expect DROP_BAD_RESPONSE
+    h = answer(Opcode::kREAD_RESP, 2, 1, kFlagFirst | kFlagLast);
+    h.msg_len = 10;
+    peer_->send(h, std::vector<uint8_t>(10, 0xee));
+    run_for(1000);
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_DROP_BAD_RESPONSE));
+    ack_nic(2, 3);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(std::vector<uint8_t>(pattern(10, 1)), data);
+}
+
+TEST_F(Completer, apply_ack__ack_of_unsent_psn_is_dropped)
+{
+    std::vector<uint8_t> data = pattern(10, 1);
+    Counters before(*nic_);
+    post(make_send(dest_, 1, data.data(), 10), 1);
+    // receive ACK ack_psn 5 (only psn 1 was sent) / expect DROP_BAD_RESPONSE, no completion
+    ack_nic(5, 1);
+    run_for(1000);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_BAD_RESPONSE));
+    srcnic_cqe_t cqe;
+    EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1));
+    // receive ACK ack_psn 2 / expect the SEND completed
+    ack_nic(2, 1);
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+}
+
+} // namespace
+} // namespace test
+} // namespace srcnic

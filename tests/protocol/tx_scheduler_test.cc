@@ -1,0 +1,338 @@
+// Protocol tests of the Nic's own requests as the tx scheduler sends them (PROTOCOL.md §5.1,
+// §5.4-5.6): what a raw peer sees of them, and what its acknowledgements, NAKs and resets do.
+#include "raw_peer.h"
+
+namespace srcnic {
+namespace test {
+namespace {
+
+constexpr uint8_t kSend = static_cast<uint8_t>(Opcode::kSEND);
+
+class TxScheduler : public ProtocolTest {
+protected:
+    void SetUp() override
+    {
+        ProtocolTest::SetUp();
+        dest_ = dest_to_peer();
+    }
+
+    // Posts a SEND of len pattern bytes from qp_ to the raw peer.
+    void post_send(uint64_t wr_id, uint32_t len, uint32_t imm = 0)
+    {
+        sends_.push_back(pattern(len, static_cast<uint32_t>(wr_id)));
+        srcnic_wqe_t w = {};
+        w.wr_id = wr_id;
+        w.opcode = SRCNIC_OP_SEND;
+        w.imm = imm;
+        w.dest = dest_;
+        w.num_sge = 1;
+        w.u.sge[0].addr = reinterpret_cast<uint64_t>(sends_.back().data());
+        w.u.sge[0].length = len;
+        ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+    }
+
+    srcnic_dest_t dest_{};
+    std::vector<std::vector<uint8_t>> sends_;   // payloads of posted SENDs
+};
+
+// A retransmission timeout long enough that no timer fires while a test looks at one exchange.
+class TxSchedulerSlowRto : public TxScheduler {
+protected:
+    srcnic_config_t config() override
+    {
+        srcnic_config_t c = protocol_config();
+        c.rto_us = c.rto_max_us = 500000;
+        return c;
+    }
+};
+
+TEST_F(TxScheduler, tx_packet__first_request_opens_then_rto_retransmits_then_ack_completes)
+{
+    Counters before(*nic_);
+    const uint64_t t0 = now_ns();
+    post_send(1, 100, 5);
+    // expect SEND psn 1: SYN|FIRST|LAST, dst_conn 0, the peer's incarnation, the Nic's id
+    Packet first;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &first));
+    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast, first.h.flags) << to_string(first.h);
+    EXPECT_EQ(0u, first.h.dst_conn);
+    EXPECT_NE(0u, first.h.src_conn);
+    EXPECT_EQ(1u, first.h.psn);
+    EXPECT_EQ(1u, first.h.ack_psn);
+    EXPECT_EQ(kPeerNic, first.h.dst_nic);
+    EXPECT_EQ(nic_->addr().incarnation, first.h.src_nic);
+    EXPECT_EQ(kPeerQpn, first.h.dst_qpn);
+    EXPECT_EQ(qp_->qpn(), first.h.src_qpn);
+    EXPECT_EQ(100u, first.h.msg_len);
+    EXPECT_EQ(0u, first.h.addr);
+    EXPECT_EQ(5u, first.h.imm);
+    EXPECT_EQ(sends_[0], first.payload);
+    peer_->nic_conn(first.h.src_conn);
+    // do not acknowledge / expect the same packet again after the RTO, with ACK_REQ
+    Packet again;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &again));
+    const uint64_t elapsed_ns = now_ns() - t0;
+    EXPECT_GE(elapsed_ns, kRtoUs * kNsPerUs) << "retransmitted before the RTO";
+    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq, again.h.flags);
+    EXPECT_EQ(1u, again.h.psn);
+    EXPECT_EQ(0u, again.h.dst_conn);
+    EXPECT_EQ(first.payload, again.payload);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_RETRANSMITS));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    // receive ACK ack_psn 2, stream position 1, src_conn = ours / expect the SEND completed OK
+    ack_nic(2, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(1u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_OP_SEND, cqe.opcode);
+    EXPECT_EQ(100u, cqe.byte_len);
+    // post another SEND / expect psn 2 naming our connection, without SYN
+    post_send(2, 10);
+    Packet next;
+    ASSERT_TRUE(await_psn(2, &next));
+    EXPECT_EQ(kSend, next.h.opcode);
+    EXPECT_EQ(kPeerConn, next.h.dst_conn);
+    EXPECT_EQ(first.h.src_conn, next.h.src_conn);
+    EXPECT_EQ(kFlagFirst | kFlagLast, next.h.flags);
+}
+
+// Few retries and a short RTO: a connection whose peer never answers fails quickly.
+class TxSchedulerFewRetries : public TxScheduler {
+protected:
+    srcnic_config_t config() override
+    {
+        srcnic_config_t c = protocol_config();
+        c.retry_count = 2;
+        c.rto_us = c.rto_max_us = 1000;
+        return c;
+    }
+};
+
+TEST_F(TxSchedulerFewRetries, check_timers__retry_count_exhausted_fails_with_endpoint_timeout)
+{
+    Counters before(*nic_);
+    post_send(1, 10);
+    // never answer / expect 2 retransmissions, then the SEND completed with ENDPOINT_TIMEOUT
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_ERR_ENDPOINT_TIMEOUT, cqe.status);
+    EXPECT_EQ(3u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_RETRANSMITS));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_FAILED));
+    EXPECT_EQ(SRCNIC_ERR_ENDPOINT_TIMEOUT, nic_->dest_status(dest_));
+}
+
+TEST_F(TxSchedulerSlowRto, tx_schedule__window_limits_packets_in_flight)
+{
+    // post a SEND of 20 packets (window 16) / expect psn 1..16, then nothing
+    post_send(1, 20 * kSegPayload);
+    std::vector<Packet> out = run_for(3000);
+    ASSERT_EQ(kWindow, out.size());
+    for (uint32_t i = 0; i < kWindow; ++i) {
+        EXPECT_EQ(1 + i, out[i].h.psn);
+        EXPECT_EQ(i * kSegPayload, out[i].h.addr);
+    }
+    peer_->nic_conn(out[0].h.src_conn);
+    // receive ACK of psn 1..8 / expect psn 17..20, the rest of the message
+    ack_nic(9, 1);
+    out = run_for(3000);
+    ASSERT_EQ(4u, out.size());
+    EXPECT_EQ(17u, out[0].h.psn);
+    EXPECT_EQ(20u, out[3].h.psn);
+    EXPECT_TRUE(out[3].h.flags & kFlagLast);
+    // receive ACK of everything / expect the SEND completed
+    ack_nic(21, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+}
+
+TEST_F(TxSchedulerSlowRto, rx_control__rnr_nak_resends_refused_psn_after_delay)
+{
+    Counters before(*nic_);
+    post_send(1, 10);
+    post_send(2, 10);
+    Packet p1, p2;
+    ASSERT_TRUE(await_psn(1, &p1));
+    ASSERT_TRUE(await_psn(2, &p2));
+    peer_->nic_conn(p1.h.src_conn);
+    // receive NAK RNR psn 2 (psn 1 was accepted)
+    // expect RNR_RECEIVED, psn 2 sent again (not psn 1), no timeout counted
+    const uint64_t t0 = now_ns();
+    PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
+    nak.psn = 2;
+    nak.ack_psn = 2;
+    nak.imm = static_cast<uint32_t>(NakReason::kRnr);
+    peer_->send(nak);
+    Packet again;
+    std::vector<Packet> skipped;
+    ASSERT_TRUE(await([](const Packet &p) { return p.h.opcode == kSend; }, &again, &skipped));
+    EXPECT_EQ(2u, again.h.psn);
+    EXPECT_GE(now_ns() - t0, 100 * kNsPerUs) << "resent before the RNR delay";
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_RNR_RECEIVED));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    // receive a NAK for psn 7, never sent / expect DROP_BAD_RESPONSE, nothing resent
+    nak.psn = 7;
+    peer_->send(nak);
+    run_for(1000);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_BAD_RESPONSE));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_RNR_RECEIVED));
+    // receive ACK of psn 1 and 2 / expect both SENDs completed, in order
+    ack_nic(3, 1);
+    srcnic_cqe_t cqe;
+    for (uint64_t wr_id = 1; wr_id <= 2; ++wr_id) {
+        ASSERT_TRUE(await_cqe(qp_, &cqe));
+        EXPECT_EQ(wr_id, cqe.wr_id);
+        EXPECT_EQ(SRCNIC_OK, cqe.status);
+    }
+}
+
+TEST_F(TxSchedulerSlowRto, note_sack__gap_with_two_later_packets_is_retransmitted_early)
+{
+    Counters before(*nic_);
+    for (uint64_t i = 1; i <= 5; ++i) {
+        post_send(i, 10);
+    }
+    Packet p;
+    ASSERT_TRUE(await_psn(5, &p));
+    peer_->nic_conn(p.h.src_conn);
+    // receive ACK ack_psn 1, sack psn 2 and 3 / expect FAST_RETRANSMITS and psn 1 resent (not 2
+    // or 3) long before the RTO
+    PacketHeader ack = peer_->header(Opcode::kACK, 1, 0);
+    ack.ack_psn = 1;
+    ack.sack = 0x3;
+    peer_->send(ack);
+    std::vector<Packet> out = run_for(3000);
+    std::vector<uint32_t> resent;
+    for (const Packet &q : out) {
+        if (q.h.opcode == kSend) {
+            resent.push_back(q.h.psn);
+        }
+    }
+    ASSERT_FALSE(resent.empty());
+    EXPECT_EQ(1u, resent[0]);
+    EXPECT_EQ(resent.end(), std::find(resent.begin(), resent.end(), 2u));
+    EXPECT_EQ(resent.end(), std::find(resent.begin(), resent.end(), 3u));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_FAST_RETRANSMITS));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+}
+
+TEST_F(TxSchedulerSlowRto, rx_control__ack_ahead_of_delivered_packets_is_deferred)
+{
+    post_buffer(7, 64);
+    post_send(1, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    peer_->nic_conn(p.h.src_conn);
+    // receive ACK ack_psn 2 at stream position 2: our psn 1 is not there yet
+    // expect the SEND not completed: the ACK waits for psn 1 (§5.4)
+    ack_nic(2, 2);
+    run_for(2000);
+    srcnic_cqe_t cqe;
+    EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1)) << "ACK applied before the packets it follows";
+    // receive SEND psn 1 (acknowledging nothing itself) / expect the RECV, then the SEND's
+    // completion
+    PacketHeader h = peer_->header(Opcode::kSEND, 1, kFlagFirst | kFlagLast);
+    h.dst_qpn = qp_->qpn();
+    h.src_qpn = kPeerQpn;
+    peer_->send(h);
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OP_RECV, cqe.opcode);
+    EXPECT_EQ(7u, cqe.wr_id);
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OP_SEND, cqe.opcode);
+    EXPECT_EQ(1u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+}
+
+// --- §5.6 resets ---
+
+// The RST an engine sends for a packet it has no connection for (tx_reset): no src_conn.
+PacketHeader engine_rst(const RawPeer &peer, const Packet &answered)
+{
+    PacketHeader h = peer.header(Opcode::kRST, 0, 0);
+    h.src_conn = 0;
+    h.dst_conn = answered.h.src_conn;
+    h.dst_nic = answered.h.src_nic;
+    h.ack_psn = 0;
+    return h;
+}
+
+TEST_F(TxSchedulerSlowRto, rx_control__rst_fails_connection_and_outstanding_requests)
+{
+    Counters before(*nic_);
+    post_send(1, 10);
+    post_send(2, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(2, &p));
+    // receive RST for the Nic's connection (the peer has none) / expect CONN_FAILED and both
+    // SENDs completed with CONNECTION_RESET
+    peer_->send(engine_rst(*peer_, p));
+    for (uint64_t wr_id = 1; wr_id <= 2; ++wr_id) {
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(await_cqe(qp_, &cqe));
+        EXPECT_EQ(wr_id, cqe.wr_id);
+        EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+    }
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_FAILED));
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, nic_->dest_status(dest_));
+    EXPECT_EQ(0u, nic_->num_connections());
+    for (const Packet &q : run_for(1000)) {
+        EXPECT_NE(kSend, q.h.opcode) << "sent on a failed connection: " << to_string(q.h);
+    }
+}
+
+TEST_F(TxSchedulerSlowRto, rx_control__rst_from_peer_that_dropped_connection_fails_it)
+{
+    Counters before(*nic_);
+    post_send(1, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    peer_->nic_conn(p.h.src_conn);
+    // receive ACK of psn 1 (the Nic learns our connection id) / expect the SEND completed
+    ack_nic(2, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    ASSERT_EQ(SRCNIC_OK, cqe.status);
+    post_send(2, 10);
+    ASSERT_TRUE(await_psn(2, &p));
+    EXPECT_EQ(kPeerConn, p.h.dst_conn);
+    // the peer has dropped its side meanwhile; it answers psn 2 as rx demux answers a packet
+    // naming a connection it no longer has (WRONG_GEN): RST with dst_conn = the Nic's id
+    // expect CONN_FAILED and the SEND completed with CONNECTION_RESET (§5.6: an RST fails the
+    // connection it names)
+    peer_->send(engine_rst(*peer_, p));
+    ASSERT_TRUE(await_cqe(qp_, &cqe, 1.0)) << "RST ignored: DROP_WRONG_GEN went up by "
+                                           << before.delta(SRCNIC_CNT_DROP_WRONG_GEN);
+    EXPECT_EQ(2u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_FAILED));
+}
+
+TEST_F(TxSchedulerSlowRto, rx_datagram__rst_from_restarted_peer_fails_connection)
+{
+    Counters before(*nic_);
+    post_send(1, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    peer_->nic_conn(p.h.src_conn);
+    ack_nic(2, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    post_send(2, 10);
+    ASSERT_TRUE(await_psn(2, &p));
+    // the peer restarted: its new incarnation answers psn 2 with DROP_WRONG_NIC's RST
+    // expect CONN_FAILED and the SEND completed with CONNECTION_RESET
+    PacketHeader rst = engine_rst(*peer_, p);
+    rst.src_nic = kPeerNic + 1;
+    peer_->send(rst);
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(2u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_FAILED));
+}
+
+} // namespace
+} // namespace test
+} // namespace srcnic
