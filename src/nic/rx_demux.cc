@@ -135,8 +135,9 @@ void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
         conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
         c = nullptr;
     }
-    if (c != nullptr && c->peer_conn != 0 && c->peer_conn != h.src_conn) {
-        if (is_syn && !is_rst) {
+    // An RST names our connection by dst_conn and carries no id of its own (§3.9).
+    if (c != nullptr && !is_rst && c->peer_conn != 0 && c->peer_conn != h.src_conn) {
+        if (is_syn) {
             // The peer dropped its side and opened a new connection.
             conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
             c = nullptr;

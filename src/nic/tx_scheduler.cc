@@ -353,7 +353,10 @@ unsigned Nic::tx_schedule(uint64_t now)
                 }
                 if (c->err_answers_unsent != 0 && tx_hdrs_[tx_count_ - 1].opcode ==
                                                       static_cast<uint8_t>(Opcode::kERR_RESP)) {
+                    // Its ack was held back to the refused request; now that the answer is
+                    // out, acknowledge the request too (PROTOCOL.md 5.3, 5.4).
                     --c->err_answers_unsent;
+                    c->ack_pending = c->ack_now = true;
                 }
                 ++c->send_psn;
                 ++sent;
@@ -366,8 +369,10 @@ unsigned Nic::tx_schedule(uint64_t now)
             (c->ack_now || c->unacked_rx >= config_.window / 4 || now - c->ack_since_ns >= kAckDelayNs)) {
             tx_control(c, Opcode::kACK, c->send_psn, 0);
         }
+        // A connection holding out-of-order packets stays listed even when idle, so that
+        // rx_poll can reclaim those buffers when reception runs short of them.
         const bool busy = c->unacked() || psn_before(c->send_psn, c->next_psn) || c->ack_pending ||
-                          c->head != nullptr || c->rnr_until_ns != 0;
+                          c->head != nullptr || c->rnr_until_ns != 0 || c->reorder_count != 0;
         if (!busy) {
             c->in_active = false;
             active_[i] = active_.back();
