@@ -60,7 +60,7 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "Ceiling of the retransmission timeout's exponential backoff.",
      ucs_offsetof(uct_src_iface_config_t, rto_max), UCS_CONFIG_TYPE_TIME},
 
-    {"RETRY_COUNT", "32",
+    {"RETRY_COUNT", "64",
      "Retransmission timeouts without progress after which the peer is declared dead and its\n"
      "endpoints fail with ENDPOINT_TIMEOUT.",
      ucs_offsetof(uct_src_iface_config_t, retry_count), UCS_CONFIG_TYPE_UINT},

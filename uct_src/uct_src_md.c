@@ -90,7 +90,9 @@ static ucs_status_t uct_src_mkey_pack(uct_md_h md, uct_mem_h memh,
                                       const uct_md_mkey_pack_params_t *params,
                                       void *rkey_buffer)
 {
-    *(uint64_t*)rkey_buffer = srcnic_mr_rkey((srcnic_mr_t*)memh);
+    uint64_t rkey = srcnic_mr_rkey((srcnic_mr_t*)memh);
+
+    memcpy(rkey_buffer, &rkey, sizeof(rkey)); /* UCP packs it at any alignment */
     return UCS_OK;
 }
 
@@ -141,7 +143,10 @@ static ucs_status_t uct_src_md_open(uct_component_t *component, const char *md_n
 static ucs_status_t uct_src_rkey_unpack(uct_component_t *component, const void *rkey_buffer,
                                         uct_rkey_t *rkey_p, void **handle_p)
 {
-    *rkey_p   = *(const uint64_t*)rkey_buffer;
+    uint64_t rkey;
+
+    memcpy(&rkey, rkey_buffer, sizeof(rkey));
+    *rkey_p   = rkey;
     *handle_p = NULL;
     return UCS_OK;
 }

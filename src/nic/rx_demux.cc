@@ -325,19 +325,11 @@ void Nic::apply_ack(Connection *c, uint32_t ack_psn)
         return;
     }
     const uint64_t now = now_ns();
-    const uint32_t newly_acked = ack_psn - c->acked_psn;
     c->acked_psn = ack_psn;
     if (psn_before(c->resend_psn, ack_psn)) {
         c->resend_psn = ack_psn;
     }
-    if (c->recovering) {
-        if (!psn_before(ack_psn, c->recover_psn)) {
-            c->recovering = false;
-        } else {
-            // Partial ack after a timeout: the rest before recover_psn was probably lost.
-            start_resend(c, ack_psn, ack_psn + std::min(2 * newly_acked, config_.window));
-        }
-    }
+
     c->retries = 0;
     if (c->rtt_timing && psn_before(c->rtt_psn, ack_psn)) {
         // RFC 6298: srtt, rttvar, rto = srtt + 4 rttvar, no lower than the configured rto_us.
@@ -371,8 +363,27 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
     if (psn_before(h.ack_psn, c->sack_base) || psn_before(c->send_psn, h.ack_psn)) {
         return;   // older than what we know, or acknowledges what was never sent
     }
+    const uint32_t advanced = h.ack_psn - c->sack_base;
     c->sack_base = h.ack_psn;
     c->peer_sack = h.sack;
+    if (advanced != 0) {
+        // The peer is alive and receiving: that is progress for the failure timers, even if
+        // the ack cannot complete anything yet.
+        const uint64_t now = now_ns();
+        c->retries = 0;
+        c->progress_ns = now;
+        if (c->unacked()) {
+            c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
+        }
+        if (c->recovering) {
+            if (!psn_before(h.ack_psn, c->recover_psn)) {
+                c->recovering = false;
+            } else {
+                // Partial ack after a timeout: what follows was probably lost too.
+                start_resend(c, h.ack_psn, h.ack_psn + std::min(2 * advanced, config_.window));
+            }
+        }
+    }
     // A gap at the receiver with later packets already there: retransmit the gap now rather
     // than at the timeout, at most once per quarter timeout.
     if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) && __builtin_popcountll(h.sack) >= 2) {

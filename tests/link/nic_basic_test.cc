@@ -3,6 +3,7 @@
 // remote access) and what they leave untouched.
 #include "nic_harness.h"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <poll.h>
@@ -64,7 +65,7 @@ TEST_F(NicBasic, send__sizes_from_zero_to_4mib)
         EXPECT_EQ(sizes[i], rc.byte_len);
         EXPECT_EQ(77 + i, rc.imm);
         EXPECT_EQ(qa_->qpn(), rc.src_qpn);
-        EXPECT_EQ(0, std::memcmp(rbuf.data(), data.data(), sizes[i])) << "size " << sizes[i];
+        EXPECT_TRUE(std::equal(data.begin(), data.end(), rbuf.begin())) << "size " << sizes[i];
         ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
         EXPECT_EQ(SRCNIC_OK, sc.status);
         EXPECT_EQ(i, sc.wr_id);
@@ -152,7 +153,7 @@ TEST_F(NicBasic, write_read__content_verified)
         srcnic_cqe_t c;
         ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
         ASSERT_EQ(SRCNIC_OK, c.status);
-        EXPECT_EQ(0, std::memcmp(region.data(), data.data(), sizes[i]));
+        EXPECT_TRUE(std::equal(data.begin(), data.end(), region.begin()));
         std::vector<uint8_t> back(sizes[i] + 1, 0x5a);
         ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_READ, to_b_, 1000 + i, back.data(),
                                                       static_cast<uint32_t>(sizes[i]), raddr, mr->rkey)));
@@ -160,7 +161,7 @@ TEST_F(NicBasic, write_read__content_verified)
         ASSERT_EQ(SRCNIC_OK, c.status);
         EXPECT_EQ(1000 + i, c.wr_id);
         EXPECT_EQ(SRCNIC_OP_READ, c.opcode);
-        EXPECT_EQ(0, std::memcmp(back.data(), data.data(), sizes[i]));
+        EXPECT_TRUE(std::equal(data.begin(), data.end(), back.begin()));
         EXPECT_EQ(0x5a, back[sizes[i]]);
     }
     nics_.nic(1)->mr_dereg(mr);

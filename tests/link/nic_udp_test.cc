@@ -4,6 +4,7 @@
 
 #include <srcnic/srcnic.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -83,7 +84,7 @@ TEST_P(NicUdp, messages_and_rdma__verified)
         ASSERT_TRUE(p.poll(dst, &c)) << "message " << i;
         ASSERT_EQ(SRCNIC_OK, c.status);
         ASSERT_EQ(len, c.byte_len);
-        ASSERT_EQ(0, std::memcmp(rbuf.data(), msg.data(), len)) << "message " << i;
+        ASSERT_TRUE(std::equal(msg.begin(), msg.end(), rbuf.begin())) << "message " << i;
         ASSERT_TRUE(p.poll(src, &c));
         ASSERT_EQ(SRCNIC_OK, c.status);
     }

@@ -28,7 +28,7 @@ run() {
     done
     if ! LD_PRELOAD=$preload timeout --kill-after=5 120 ucx_perftest 127.0.0.1 -p $port "$@" \
             >"$log" 2>&1; then
-        kill $srv 2>/dev/null; wait $srv 2>/dev/null
+        kill $srv 2>/dev/null; wait $srv 2>/dev/null || true
         cat "$log" "$log.srv"; rm -f "$log.srv"
         fail "$name failed: ucx_perftest $*"
     fi
