@@ -89,7 +89,8 @@ struct Connection {
     uint32_t rtt_psn = 0;          //   ... this one
     uint64_t rtt_start_ns = 0;     //   ... sent then
     uint32_t retries = 0;          // expiries since the last progress
-    uint64_t progress_ns = 0;      // last time acked_psn moved (or data first went out)
+    uint64_t progress_ns = 0;      // last sign of progress: the peer's ack moved, or data went
+                                   // out with nothing unacknowledged before it
     uint64_t rnr_until_ns = 0;     // no transmission before this (receiver not ready)
     uint32_t rnr_delay_us = 0;     // current RNR back-off
     uint64_t fast_rtx_ns = 0;      // last fast retransmit, to pace them

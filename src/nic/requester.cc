@@ -91,9 +91,6 @@ unsigned Nic::requester_take()
             m->npkts = (wqe.opcode == SRCNIC_OP_READ || length == 0)
                            ? 1
                            : static_cast<uint32_t>((length + seg_payload_ - 1) / seg_payload_);
-            if (!c->unacked() && c->head == nullptr) {
-                c->progress_ns = now_ns();
-            }
             msg_append(c, m);
             ++taken;
         }

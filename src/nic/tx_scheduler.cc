@@ -340,6 +340,9 @@ unsigned Nic::tx_schedule(uint64_t now)
             while (!tx_blocked_ && psn_before(c->send_psn, c->next_psn) &&
                    c->send_psn - c->acked_psn < config_.window &&
                    !psn_before(c->send_psn, c->resend_psn)) {
+                if (!c->unacked()) {
+                    c->progress_ns = now;   // the failure clock starts with the oldest unacked
+                }
                 if (!tx_packet(c, c->send_psn, false)) {
                     break;
                 }

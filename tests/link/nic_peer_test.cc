@@ -102,6 +102,40 @@ TEST(NicPeer, restart__new_incarnation_served_old_connection_reset)
     EXPECT_EQ(SRCNIC_OK, c.status);
 }
 
+TEST(NicPeer, passive_side__first_timeout_is_not_a_failure)
+{
+    // B learns of A only from A's READ request, and the first thing B transmits is the answer.
+    // Answers that go unacknowledged for a while are retransmitted, not a dead peer.
+    srcnic_config_t config = test_config();
+    config.rto_us = 2000;
+    config.retry_count = 1000;
+    config.peer_timeout_ms = 5000;
+    LoopbackNics nics(2, config);
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa, *qb;
+    ASSERT_EQ(SRCNIC_OK, nics.nic(0)->qp_create(qc, &qa));
+    ASSERT_EQ(SRCNIC_OK, nics.nic(1)->qp_create(qc, &qb));
+    srcnic_dest_t to_b;
+    ASSERT_EQ(SRCNIC_OK, nics.nic(0)->dest_create(nics.nic(1)->addr(), qb->qpn(), &to_b));
+    std::vector<uint8_t> region(100000, 9), local(100000);
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, nics.nic(1)->mr_reg(region.data(), region.size(), SRCNIC_ACCESS_REMOTE_READ, &mr));
+    FaultConfig all;
+    all.drop = 1.0;
+    ASSERT_EQ(SRCNIC_OK, nics.faulty(0)->set_config(FaultConfig(), all));   // A hears nothing
+    ASSERT_EQ(SRCNIC_OK, qa->post_send(make_rdma(SRCNIC_OP_READ, to_b, 1, local.data(), 100000,
+                                                 reinterpret_cast<uint64_t>(region.data()), mr->rkey)));
+    ASSERT_TRUE(progress_until(nics.all(), [&] { return nics.nic(1)->counter(SRCNIC_CNT_TIMEOUTS) >= 3; }, 10.0));
+    EXPECT_EQ(0u, nics.nic(1)->counter(SRCNIC_CNT_CONN_FAILED));
+    ASSERT_EQ(SRCNIC_OK, nics.faulty(0)->set_config(FaultConfig(), FaultConfig()));
+    srcnic_cqe_t c;
+    ASSERT_TRUE(poll_one(nics.all(), qa, &c));
+    EXPECT_EQ(SRCNIC_OK, c.status);
+    EXPECT_EQ(region, local);
+    nics.nic(1)->mr_dereg(mr);
+}
+
 } // namespace
 } // namespace test
 } // namespace srcnic
