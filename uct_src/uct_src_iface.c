@@ -173,11 +173,12 @@ static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     attr->cap.get.align_mtu       = 1;
     attr->cap.get.max_iov         = SRCNIC_WQE_MAX_SGE;
 
-    /* Measured on loopback by perf/srcnic_bench (see perf/README.md): one-way latency of a
-     * small message and the engine's per-message CPU cost; bandwidth of large transfers. */
-    attr->latency             = ucs_linear_func_make(15e-6, 0);
+    /* Measured on loopback (perf/README.md, 2 cores): ucx_perftest am_lat median 12.5 us
+     * one-way, srcnic_bench bandwidth 0.45 GB/s for 1 MiB transfers, about 2 us of engine
+     * CPU per message. */
+    attr->latency             = ucs_linear_func_make(12.5e-6, 0);
     attr->bandwidth.dedicated = 0;
-    attr->bandwidth.shared    = 1000.0 * UCS_MBYTE;
+    attr->bandwidth.shared    = 450.0 * UCS_MBYTE;
     attr->overhead            = 2e-6;
     attr->priority            = 0;
     return UCS_OK;
