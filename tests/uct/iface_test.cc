@@ -1,0 +1,268 @@
+// The src interface and endpoint basics through the public UCT API: advertised capabilities,
+// the memory domain, reachability, endpoint creation (sends nothing, fails only when used),
+// ep_check, fence and the size of an endpoint.
+#include "uct/src_internal.h"
+#include "uct/uct_src_fixture.h"
+
+#include <cstring>
+#include <sstream>
+
+namespace uct_src_test {
+namespace {
+
+std::string flag_names(uint64_t flags)
+{
+    static const std::pair<uint64_t, const char *> kNames[] = {
+        {UCT_IFACE_FLAG_AM_SHORT, "AM_SHORT"},
+        {UCT_IFACE_FLAG_AM_BCOPY, "AM_BCOPY"},
+        {UCT_IFACE_FLAG_AM_ZCOPY, "AM_ZCOPY"},
+        {UCT_IFACE_FLAG_PENDING, "PENDING"},
+        {UCT_IFACE_FLAG_PUT_SHORT, "PUT_SHORT"},
+        {UCT_IFACE_FLAG_PUT_BCOPY, "PUT_BCOPY"},
+        {UCT_IFACE_FLAG_PUT_ZCOPY, "PUT_ZCOPY"},
+        {UCT_IFACE_FLAG_GET_SHORT, "GET_SHORT"},
+        {UCT_IFACE_FLAG_GET_BCOPY, "GET_BCOPY"},
+        {UCT_IFACE_FLAG_GET_ZCOPY, "GET_ZCOPY"},
+        {UCT_IFACE_FLAG_ATOMIC_CPU, "ATOMIC_CPU"},
+        {UCT_IFACE_FLAG_ATOMIC_DEVICE, "ATOMIC_DEVICE"},
+        {UCT_IFACE_FLAG_ERRHANDLE_SHORT_BUF, "ERRHANDLE_SHORT_BUF"},
+        {UCT_IFACE_FLAG_ERRHANDLE_BCOPY_BUF, "ERRHANDLE_BCOPY_BUF"},
+        {UCT_IFACE_FLAG_ERRHANDLE_ZCOPY_BUF, "ERRHANDLE_ZCOPY_BUF"},
+        {UCT_IFACE_FLAG_ERRHANDLE_AM_ID, "ERRHANDLE_AM_ID"},
+        {UCT_IFACE_FLAG_ERRHANDLE_REMOTE_MEM, "ERRHANDLE_REMOTE_MEM"},
+        {UCT_IFACE_FLAG_ERRHANDLE_BCOPY_LEN, "ERRHANDLE_BCOPY_LEN"},
+        {UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE, "ERRHANDLE_PEER_FAILURE"},
+        {UCT_IFACE_FLAG_EP_CHECK, "EP_CHECK"},
+        {UCT_IFACE_FLAG_CONNECT_TO_IFACE, "CONNECT_TO_IFACE"},
+        {UCT_IFACE_FLAG_CONNECT_TO_EP, "CONNECT_TO_EP"},
+        {UCT_IFACE_FLAG_CONNECT_TO_SOCKADDR, "CONNECT_TO_SOCKADDR"},
+        {UCT_IFACE_FLAG_AM_DUP, "AM_DUP"},
+        {UCT_IFACE_FLAG_CB_SYNC, "CB_SYNC"},
+        {UCT_IFACE_FLAG_CB_ASYNC, "CB_ASYNC"},
+        {UCT_IFACE_FLAG_EP_KEEPALIVE, "EP_KEEPALIVE"},
+        {UCT_IFACE_FLAG_TAG_EAGER_SHORT, "TAG_EAGER_SHORT"},
+        {UCT_IFACE_FLAG_TAG_EAGER_BCOPY, "TAG_EAGER_BCOPY"},
+        {UCT_IFACE_FLAG_TAG_EAGER_ZCOPY, "TAG_EAGER_ZCOPY"},
+        {UCT_IFACE_FLAG_TAG_RNDV_ZCOPY, "TAG_RNDV_ZCOPY"},
+    };
+    std::ostringstream os;
+    for (const auto &n : kNames) {
+        if (flags & n.first) {
+            os << n.second << " ";
+            flags &= ~n.first;
+        }
+    }
+    if (flags != 0) {
+        os << "0x" << std::hex << flags;
+    }
+    return os.str();
+}
+
+TEST_F(UctSrc, iface_query__caps_flags_advertised_exactly)
+{
+    const uint64_t expected = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
+                              UCT_IFACE_FLAG_AM_SHORT | UCT_IFACE_FLAG_AM_BCOPY |
+                              UCT_IFACE_FLAG_AM_ZCOPY |
+                              UCT_IFACE_FLAG_PUT_SHORT | UCT_IFACE_FLAG_PUT_BCOPY |
+                              UCT_IFACE_FLAG_PUT_ZCOPY |
+                              UCT_IFACE_FLAG_GET_BCOPY | UCT_IFACE_FLAG_GET_ZCOPY |
+                              UCT_IFACE_FLAG_PENDING | UCT_IFACE_FLAG_CB_SYNC |
+                              UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE | UCT_IFACE_FLAG_EP_CHECK;
+    const uint64_t got = a_.attr.cap.flags;
+    EXPECT_EQ(expected, got) << "missing: " << flag_names(expected & ~got)
+                             << "; unexpected: " << flag_names(got & ~expected);
+}
+
+TEST_F(UctSrc, iface_query__event_flags_and_unlimited_eps)
+{
+    EXPECT_EQ(UCT_IFACE_FLAG_EVENT_SEND_COMP | UCT_IFACE_FLAG_EVENT_RECV |
+                  UCT_IFACE_FLAG_EVENT_FD,
+              a_.attr.cap.event_flags);
+    EXPECT_EQ(static_cast<size_t>(-1), a_.attr.max_num_eps) << "max_num_eps must be unlimited";
+    EXPECT_GT(a_.attr.device_addr_len, 0u);
+    EXPECT_GT(a_.attr.iface_addr_len, 0u);
+    EXPECT_EQ(0u, a_.attr.ep_addr_len) << "CONNECT_TO_IFACE only: no ep address";
+}
+
+TEST_F(UctSrc, iface_query__sizes_consistent)
+{
+    const uct_iface_attr_t &attr = a_.attr;
+    EXPECT_GE(attr.cap.am.max_short, sizeof(uint64_t)) << "am_short carries an 8-byte header";
+    EXPECT_GE(attr.cap.am.max_bcopy, 64u) << "UCP needs at least UCP_MIN_BCOPY";
+    EXPECT_GE(attr.cap.am.max_zcopy, attr.cap.am.max_hdr);
+    EXPECT_GE(attr.cap.am.max_iov, 1u);
+    EXPECT_GE(attr.cap.put.max_zcopy, 8u << 20) << "rendezvous needs large RMA";
+    EXPECT_GE(attr.cap.get.max_zcopy, 8u << 20);
+    EXPECT_GE(attr.cap.put.max_iov, 1u);
+    EXPECT_GE(attr.cap.get.max_iov, 1u);
+    EXPECT_GT(attr.bandwidth.dedicated + attr.bandwidth.shared, 0.0);
+    EXPECT_GT(attr.latency.c, 0.0);
+    // Both ifaces on one device advertise the same.
+    EXPECT_EQ(0, std::memcmp(&a_.attr.cap, &b_.attr.cap, sizeof(a_.attr.cap)));
+}
+
+TEST_F(UctSrc, md_query__registration_rkeys_and_invalidation)
+{
+    uct_md_attr_t attr;
+    ASSERT_EQ(UCS_OK, uct_md_query(md_a_, &attr));
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_NEED_RKEY);
+    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_INVALIDATE)
+        << "RMA_BW lanes with peer error handling need INVALIDATE";
+    EXPECT_TRUE(attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
+    EXPECT_GT(attr.rkey_packed_size, 0u);
+}
+
+TEST_F(UctSrc, iface_is_reachable__loopback_peer)
+{
+    EXPECT_TRUE(uct_iface_is_reachable(a_.iface, b_.dev(), b_.addr()));
+    EXPECT_TRUE(uct_iface_is_reachable(b_.iface, a_.dev(), a_.addr()));
+    EXPECT_TRUE(uct_iface_is_reachable(a_.iface, a_.dev(), a_.addr())) << "ep to self";
+}
+
+TEST_F(UctSrc, ep_create__sends_nothing)
+{
+    // Let the fixture's endpoints settle: creating them must not have sent anything either.
+    progress_for(0.05);
+    const uint64_t tx_before = uct_src_test_counter(a_.iface, "TX_PACKETS");
+    const uint64_t rx_before = uct_src_test_counter(b_.iface, "RX_PACKETS");
+    ASSERT_NE(UINT64_MAX, tx_before) << "no TX_PACKETS counter";
+    EXPECT_EQ(0u, tx_before) << "the fixture's ep_create sent packets";
+    // An ep may reserve its peer's slot in the engine, one per remote engine, never one per ep.
+    const unsigned conns_a = uct_src_test_num_connections(a_.iface);
+    const unsigned conns_b = uct_src_test_num_connections(b_.iface);
+    EXPECT_LE(conns_a, 1u);
+
+    std::vector<uct_ep_h> eps;
+    for (int i = 0; i < 100; ++i) {
+        eps.push_back(create_ep(&a_, b_));
+        ASSERT_NE(nullptr, eps.back());
+        extra_eps_.push_back(eps.back());
+    }
+    progress_for(0.1);
+    EXPECT_EQ(tx_before, uct_src_test_counter(a_.iface, "TX_PACKETS"));
+    EXPECT_EQ(rx_before, uct_src_test_counter(b_.iface, "RX_PACKETS"));
+    EXPECT_EQ(conns_a, uct_src_test_num_connections(a_.iface)) << "100 eps to one peer";
+    EXPECT_EQ(conns_b, uct_src_test_num_connections(b_.iface));
+    EXPECT_TRUE(b_.rx.empty());
+
+    // The first send on any of them opens one connection, shared by all.
+    const uint64_t hdr = 42;
+    ASSERT_EQ(UCS_OK, am_short(eps[17], hdr, kNoPayload, 0));
+    ASSERT_EQ(UCS_OK, am_short(eps[93], hdr + 1, kNoPayload, 0));
+    ASSERT_TRUE(wait_for([&] { return b_.rx.size() == 2; }));
+    EXPECT_GT(uct_src_test_counter(a_.iface, "TX_PACKETS"), tx_before);
+    EXPECT_EQ(1u, uct_src_test_num_connections(a_.iface));
+}
+
+// Peer a declares a silent peer dead after 1 s.
+class UctSrcShortTimeout : public UctSrc {
+protected:
+    std::vector<ConfigKv> config_for(int side) const override
+    {
+        return {{"PEER_TIMEOUT", "1s"}};
+    }
+};
+
+TEST_F(UctSrcShortTimeout, ep_create__to_absent_peer_fails_only_when_used)
+{
+    uct_ep_h ep = create_ep_to_closed_iface(&a_);
+    ASSERT_NE(nullptr, ep) << "creating an ep must not contact the peer";
+    progress_for(1.5);
+    EXPECT_EQ(0u, a_.num_errors()) << "an unused ep to an absent peer must not fail";
+
+    const uint64_t hdr = 7;
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep, kAmId, hdr, kNoPayload, 0));
+    const double start = now_sec();
+    ASSERT_TRUE(wait_for([&] { return a_.num_errors() > 0; }, 15.0))
+        << "no error reported for a send to an absent peer";
+    const double elapsed = now_sec() - start;
+    EXPECT_LT(elapsed, 5.0) << "PEER_TIMEOUT is 1 s";
+    {
+        std::lock_guard<std::mutex> guard(a_.errors_lock);
+        ASSERT_EQ(1u, a_.errors.size());
+        EXPECT_EQ(ep, a_.errors[0].ep);
+        EXPECT_TRUE(a_.errors[0].status == UCS_ERR_ENDPOINT_TIMEOUT ||
+                    a_.errors[0].status == UCS_ERR_CONNECTION_RESET ||
+                    a_.errors[0].status == UCS_ERR_UNREACHABLE)
+            << ucs_status_string(a_.errors[0].status);
+        a_.errors.clear();
+    }
+    // The failed ep stays valid: sends fail, flush(CANCEL) and destroy work.
+    ucs_status_t status = uct_ep_am_short(ep, kAmId, hdr, kNoPayload, 0);
+    EXPECT_TRUE(UCS_STATUS_IS_ERR(status) && status != UCS_ERR_NO_RESOURCE)
+        << ucs_status_string(status);
+    Completion &comp = completion();
+    status = uct_ep_flush(ep, UCT_FLUSH_FLAG_CANCEL, &comp.uct);
+    if (status == UCS_INPROGRESS) {
+        ASSERT_TRUE(wait_for([&] { return comp.fired > 0; }));
+    } else {
+        EXPECT_EQ(UCS_OK, status);
+    }
+    destroy_ep(ep);
+    // The other eps of a are unaffected.
+    ASSERT_EQ(UCS_OK, am_short(ep_ab_, hdr, kNoPayload, 0));
+    ASSERT_TRUE(wait_for([&] { return b_.rx.size() == 1; }));
+    EXPECT_EQ(0u, a_.num_errors());
+}
+
+TEST_F(UctSrcShortTimeout, ep_check__absent_peer_reported)
+{
+    uct_ep_h ep = create_ep_to_closed_iface(&a_);
+    ASSERT_NE(nullptr, ep);
+    ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, nullptr));
+    ASSERT_TRUE(wait_for([&] { return a_.num_errors() > 0; }, 15.0))
+        << "ep_check did not detect the absent peer";
+    std::lock_guard<std::mutex> guard(a_.errors_lock);
+    EXPECT_EQ(ep, a_.errors[0].ep);
+    a_.errors.clear();
+}
+
+TEST_F(UctSrc, ep_check__live_peer_ok_nothing_fails)
+{
+    for (int i = 0; i < 10; ++i) {
+        ucs_status_t status;
+        ASSERT_TRUE(wait_for([&] {
+            status = uct_ep_check(ep_ab_, 0, nullptr);
+            return status != UCS_ERR_NO_RESOURCE;
+        }));
+        ASSERT_EQ(UCS_OK, status);
+    }
+    flush_ep(ep_ab_);
+    progress_for(0.2);
+    EXPECT_EQ(0u, a_.num_errors());
+    EXPECT_EQ(0u, b_.num_errors());
+    EXPECT_TRUE(b_.rx.empty()) << "a probe must not be delivered as an active message";
+    // The ep still works.
+    const uint64_t hdr = 99;
+    ASSERT_EQ(UCS_OK, am_short(ep_ab_, hdr, kNoPayload, 0));
+    ASSERT_TRUE(wait_for([&] { return b_.rx.size() == 1; }));
+}
+
+TEST_F(UctSrc, ep_fence__returns_ok)
+{
+    EXPECT_EQ(UCS_OK, uct_ep_fence(ep_ab_, 0));
+    EXPECT_EQ(UCS_OK, uct_iface_fence(a_.iface, 0));
+    // Fenced between sends: order is kept.
+    for (uint64_t i = 0; i < 20; ++i) {
+        ASSERT_EQ(UCS_OK, am_short(ep_ab_, i, kNoPayload, 0));
+        ASSERT_EQ(UCS_OK, uct_ep_fence(ep_ab_, 0));
+    }
+    ASSERT_TRUE(wait_for([&] { return b_.rx.size() == 20; }));
+    for (uint64_t i = 0; i < 20; ++i) {
+        uint64_t got;
+        std::memcpy(&got, b_.rx[i].data.data(), sizeof(got));
+        EXPECT_EQ(i, got);
+    }
+}
+
+// A growing endpoint is a scalability regression: every process holds one per peer and lane.
+TEST(UctSrcSize, ep_size__endpoint_stays_small)
+{
+    const size_t size = uct_src_test_ep_size();
+    ::testing::Test::RecordProperty("sizeof_uct_src_ep_t", std::to_string(size));
+    EXPECT_LE(size, 96u) << "sizeof(uct_src_ep_t) grew to " << size << " bytes";
+}
+
+}  // namespace
+}  // namespace uct_src_test

@@ -1,0 +1,78 @@
+/* White-box helpers for the UCT tests (src_internal.h): built like the module, against UCX's
+ * internal headers and uct_src.h. */
+#include "src_internal.h"
+
+#include "uct_src/uct_src.h"
+
+#include <uct/api/v2/uct_v2.h>
+#include <ucs/async/async.h>
+
+#include <string.h>
+
+
+size_t uct_src_test_ep_size(void)
+{
+    return sizeof(uct_src_ep_t);
+}
+
+uint64_t uct_src_test_counter(uct_iface_h tl_iface, const char *name)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    uint64_t value         = UINT64_MAX;
+    int c;
+
+    for (c = 0; c < SRCNIC_CNT_LAST; ++c) {
+        if (!strcmp(srcnic_counter_name((srcnic_counter_t)c), name)) {
+            UCS_ASYNC_BLOCK(iface->super.worker->async);
+            value = srcnic_nic_counter(iface->nic, (srcnic_counter_t)c);
+            UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+            break;
+        }
+    }
+    return value;
+}
+
+void uct_src_test_stop_async_progress(uct_iface_h tl_iface)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+
+    if (iface->async_timer_id >= 0) {
+        ucs_async_remove_handler(iface->async_timer_id, 1);
+        iface->async_timer_id = -1;
+    }
+}
+
+unsigned uct_src_test_rx_posted(uct_iface_h tl_iface)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    unsigned num;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    num = iface->rx_posted;
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return num;
+}
+
+unsigned uct_src_test_num_connections(uct_iface_h tl_iface)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    unsigned num;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    num = srcnic_nic_num_connections(iface->nic);
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return num;
+}
+
+ucs_status_t uct_src_test_mem_dereg_invalidate(uct_md_h md, uct_mem_h memh,
+                                               uct_completion_t *comp)
+{
+    uct_md_mem_dereg_params_t params;
+
+    params.field_mask = UCT_MD_MEM_DEREG_FIELD_MEMH | UCT_MD_MEM_DEREG_FIELD_FLAGS |
+                        UCT_MD_MEM_DEREG_FIELD_COMPLETION;
+    params.memh       = memh;
+    params.flags      = UCT_MD_MEM_DEREG_FLAG_INVALIDATE;
+    params.comp       = comp;
+    return uct_md_mem_dereg_v2(md, &params);
+}

@@ -1,0 +1,44 @@
+/* White-box access to the src transport for the UCT tests, for what the public UCT API does not
+ * show: the endpoint's size, the engine's counters, and UCX 1.13 calls whose declarations are
+ * not installed (uct_v2.h). Implemented in the only test file built with UCX's internal headers
+ * and uct_src.h; everything else in tests/uct uses uct/api/uct.h alone. */
+#ifndef UCT_SRC_TESTS_SRC_INTERNAL_H
+#define UCT_SRC_TESTS_SRC_INTERNAL_H
+
+#include <uct/api/uct.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* sizeof(uct_src_ep_t), bytes: what every endpoint costs. */
+size_t uct_src_test_ep_size(void);
+
+/* The engine counter of a src iface named as in SRCNIC_FOREACH_COUNTER (e.g. "TX_PACKETS");
+ * UINT64_MAX for an unknown name. Read under the iface's async lock. */
+uint64_t uct_src_test_counter(uct_iface_h iface, const char *name);
+
+/* Stops the iface's background progress timer for good (if it has one): its engine then runs
+ * only when the test progresses the iface, so it acknowledges nothing meanwhile. The timer's
+ * first tick comes right after the iface opens, so a long UCX_SRC_ASYNC_INTERVAL alone does
+ * not make an iface quiet. */
+void uct_src_test_stop_async_progress(uct_iface_h iface);
+
+/* Receive buffers the iface has posted to its engine now. */
+unsigned uct_src_test_rx_posted(uct_iface_h iface);
+
+/* Connections the iface's engine holds open. */
+unsigned uct_src_test_num_connections(uct_iface_h iface);
+
+/* uct_md_mem_dereg_v2() with UCT_MD_MEM_DEREG_FLAG_INVALIDATE and a completion. */
+ucs_status_t uct_src_test_mem_dereg_invalidate(uct_md_h md, uct_mem_h memh,
+                                               uct_completion_t *comp);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
