@@ -111,7 +111,9 @@ typedef struct uct_src_iface {
     unsigned              rx_max;        /* receive buffers to keep posted */
     unsigned              rx_posted;     /* receive buffers posted */
     ucs_arbiter_t         arbiter;       /* pending requests, one group per ep */
-    int                   in_pending;    /* dispatching pending requests now */
+    struct uct_src_ep     *pending_ep;   /* ep whose pending request is being dispatched */
+    uint32_t              next_ep_tag;   /* labels endpoints' WQEs for per-ep cancellation */
+    ucs_list_link_t       linger_eps;    /* destroyed eps waiting for their sends to complete */
     int                   async_timer_id;/* background progress timer, or -1 */
 } uct_src_iface_t;
 
@@ -132,8 +134,12 @@ typedef struct uct_src_ep {
     uint8_t               flags;         /* UCT_SRC_EP_FLAG_* */
     int8_t                fail_status;   /* ucs_status_t once FAILED */
     int16_t               err_cb_id;     /* deferred error report, or -1 (UCS_CALLBACKQ_ID_NULL) */
+    uint32_t              tag;           /* WQE tag of this ep's sends (nonzero) */
     ucs_arbiter_group_t   arb_group;     /* pending requests */
-    uct_src_flush_req_t   *flush_reqs;   /* waiting flushes, oldest first */
+    union {
+        uct_src_flush_req_t *flush_reqs; /* live: waiting flushes, oldest first */
+        ucs_list_link_t     linger_elem; /* destroyed: on the iface's linger_eps */
+    };
 } uct_src_ep_t;
 
 
@@ -176,6 +182,8 @@ void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc
                                ucs_status_t status);
 /* Marks the ep failed and schedules the error report (once). */
 void uct_src_ep_set_failed(uct_src_ep_t *ep, ucs_status_t status);
+/* Frees a destroyed ep still waiting for completions (iface close). */
+void uct_src_ep_free_lingering(uct_src_ep_t *ep);
 
 /* Dispatches pending requests while send resources last. */
 void uct_src_iface_dispatch_pending(uct_src_iface_t *iface);

@@ -34,7 +34,7 @@ struct uct_src_flush_req {
             _status = (ucs_status_t)(_ep)->fail_status; \
             goto _label; \
         } \
-        if (ucs_unlikely(!(_iface)->in_pending && \
+        if (ucs_unlikely(((_iface)->pending_ep != (_ep)) && \
                          !ucs_arbiter_group_is_empty(&(_ep)->arb_group))) { \
             _status = UCS_ERR_NO_RESOURCE; \
             goto _label; \
@@ -79,6 +79,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_ep_t, const uct_ep_params_t *params)
     self->fail_status  = UCS_OK;
     self->err_cb_id    = UCS_CALLBACKQ_ID_NULL;
     self->flush_reqs   = NULL;
+    self->tag          = ++iface->next_ep_tag ? iface->next_ep_tag : ++iface->next_ep_tag;
     ucs_arbiter_group_init(&self->arb_group);
     ucs_debug("src: ep %p to %s qpn %u", self, iface->if_name, iface_addr->qpn);
     return UCS_OK;
@@ -120,9 +121,16 @@ void UCS_CLASS_DELETE_FUNC_NAME(uct_src_ep_t)(uct_ep_t *tl_ep)
     if (ep->tx_completed == ep->tx_posted) {
         uct_src_ep_free(ep);
     } else {
-        srcnic_qp_cancel(iface->qp, ep->dest);
+        srcnic_qp_cancel(iface->qp, ep->dest, ep->tag);
+        ucs_list_add_tail(&iface->linger_eps, &ep->linger_elem);
     }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+}
+
+void uct_src_ep_free_lingering(uct_src_ep_t *ep)
+{
+    ucs_list_del(&ep->linger_elem);
+    uct_src_ep_free(ep);
 }
 
 static unsigned uct_src_ep_report_error(void *arg)
@@ -177,11 +185,16 @@ void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc
     if (ucs_unlikely(ep->flags & UCT_SRC_EP_FLAG_DESTROYED)) {
         ucs_mpool_put_inline(desc);
         if (ep->tx_completed == ep->tx_posted) {
+            ucs_list_del(&ep->linger_elem);
             uct_src_ep_free(ep);
         }
         return;
     }
-    if (ucs_unlikely(status != UCS_OK) && uct_src_status_is_peer_failure(status)) {
+    if (ucs_unlikely(status != UCS_OK) &&
+        (uct_src_status_is_peer_failure(status) ||
+         ((desc->comp == NULL) && (status != UCS_ERR_CANCELED)))) {
+        /* A lost peer fails the ep; so does an error no completion could carry (a refused
+         * put_short/bcopy), as a remote access error moves an RC QP to the error state. */
         uct_src_ep_set_failed(ep, status);
     }
     if ((desc->unpack_cb != NULL) && (status == UCS_OK)) {
@@ -222,6 +235,7 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
 
     wqe->wr_id = (uintptr_t)desc;
     wqe->dest  = ep->dest;
+    wqe->tag   = ep->tag;
     status     = srcnic_post_send(iface->qp, wqe);
     if (ucs_unlikely(status != SRCNIC_OK)) {
         ucs_mpool_put_inline(desc);
@@ -239,7 +253,7 @@ static UCS_F_ALWAYS_INLINE void uct_src_wqe_init(srcnic_wqe_t *wqe, srcnic_opcod
     wqe->num_sge   = 0;
     wqe->reserved0 = 0;
     wqe->imm       = 0;
-    wqe->reserved1 = 0;
+    wqe->tag       = 0;
 }
 
 /* Fills the gather list from a UCT iov after `first` entries; returns the total length or -1
@@ -288,7 +302,9 @@ ucs_status_t uct_src_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     wqe.flags      = SRCNIC_WQE_FLAG_INLINE;
     wqe.inline_len = sizeof(header) + length;
     memcpy(wqe.u.inline_data, &header, sizeof(header));
-    memcpy(wqe.u.inline_data + sizeof(header), payload, length);
+    if (length != 0) {
+        memcpy(wqe.u.inline_data + sizeof(header), payload, length);
+    }
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, wqe.u.inline_data,
                        wqe.inline_len, "TX: AM_SHORT");
     status = uct_src_ep_post(iface, ep, desc, &wqe);
@@ -404,7 +420,9 @@ ucs_status_t uct_src_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned l
     wqe.inline_len  = length;
     wqe.remote_addr = remote_addr;
     wqe.rkey        = rkey;
-    memcpy(wqe.u.inline_data, buffer, length);
+    if (length != 0) {
+        memcpy(wqe.u.inline_data, buffer, length);
+    }
     status = uct_src_ep_post(iface, ep, desc, &wqe);
 out:
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
@@ -599,7 +617,7 @@ ucs_status_t uct_src_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         /* Outstanding sends complete with CANCELED as the engine drops them. */
-        srcnic_qp_cancel(iface->qp, ep->dest);
+        srcnic_qp_cancel(iface->qp, ep->dest, ep->tag);
     } else if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
         status = UCS_ERR_NO_RESOURCE; /* flush after what is queued */
         goto out;
@@ -670,7 +688,7 @@ ucs_status_t uct_src_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
     uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    srcnic_qp_cancel(iface->qp, ep->dest);
+    srcnic_qp_cancel(iface->qp, ep->dest, ep->tag);
     uct_src_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return UCS_OK;

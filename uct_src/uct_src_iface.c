@@ -330,25 +330,26 @@ uct_src_iface_pending_cb(ucs_arbiter_t *arbiter, ucs_arbiter_group_t *group,
     if (!uct_src_iface_has_tx_resources(iface)) {
         return UCS_ARBITER_CB_RESULT_STOP;
     }
-    status = req->func(req);
+    /* Sends from this request may bypass its own ep's queue, no other ep's. */
+    iface->pending_ep = ucs_container_of(group, uct_src_ep_t, arb_group);
+    status            = req->func(req);
+    iface->pending_ep = NULL;
     if (status == UCS_OK) {
         return UCS_ARBITER_CB_RESULT_REMOVE_ELEM;
     } else if (status == UCS_INPROGRESS) {
         return UCS_ARBITER_CB_RESULT_NEXT_GROUP;
     }
-    return uct_src_iface_has_tx_resources(iface) ? UCS_ARBITER_CB_RESULT_DESCHED_GROUP :
-                                                   UCS_ARBITER_CB_RESULT_STOP;
+    /* Keep the request first in its group and try again on the next dispatch. */
+    return UCS_ARBITER_CB_RESULT_STOP;
 }
 
 void uct_src_iface_dispatch_pending(uct_src_iface_t *iface)
 {
-    if (iface->in_pending || ucs_arbiter_is_empty(&iface->arbiter) ||
+    if ((iface->pending_ep != NULL) || ucs_arbiter_is_empty(&iface->arbiter) ||
         !uct_src_iface_has_tx_resources(iface)) {
         return;
     }
-    iface->in_pending = 1;
     ucs_arbiter_dispatch(&iface->arbiter, 1, uct_src_iface_pending_cb, iface);
-    iface->in_pending = 0;
 }
 
 static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
@@ -479,7 +480,9 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->async_timer_id = -1;
     self->tx_outstanding = 0;
     self->rx_posted      = 0;
-    self->in_pending     = 0;
+    self->pending_ep     = NULL;
+    self->next_ep_tag    = 0;
+    ucs_list_head_init(&self->linger_eps);
 
     if (!ucs_is_pow2(config->tx_queue_len) || !ucs_is_pow2(config->rx_queue_len) ||
         (config->tx_queue_len > UINT16_MAX + 1) || (config->rx_queue_len > UINT16_MAX + 1)) {
@@ -608,8 +611,14 @@ err_destroy_nic:
 
 static UCS_CLASS_CLEANUP_FUNC(uct_src_iface_t)
 {
+    uct_src_ep_t *ep, *tmp;
+
     if (self->async_timer_id >= 0) {
         ucs_async_remove_handler(self->async_timer_id, 1);
+    }
+    /* Endpoints destroyed with sends in flight wait for completions that will not come now. */
+    ucs_list_for_each_safe(ep, tmp, &self->linger_eps, linger_elem) {
+        uct_src_ep_free_lingering(ep);
     }
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);

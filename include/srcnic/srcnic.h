@@ -154,10 +154,10 @@ uint32_t srcnic_qp_num(const srcnic_qp_t *qp);
 srcnic_status_t srcnic_post_send(srcnic_qp_t *qp, const srcnic_wqe_t *wqe);
 /* Posts a receive buffer. NO_RESOURCE if the receive ring is full. */
 srcnic_status_t srcnic_post_recv(srcnic_qp_t *qp, const srcnic_recv_wqe_t *wqe);
-/* Cancels the work this QP has outstanding towards dest: each request completes at once with
- * CANCELED (requests partly transmitted are finished on the wire as NOPs, so the peer never
- * sees a torn message). Returns how many were cancelled. */
-unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest);
+/* Cancels the work this QP has outstanding towards dest with the given WQE tag (0: any tag):
+ * each request completes at once with CANCELED (requests partly transmitted are finished on
+ * the wire as NOPs, so the peer never sees a torn message). Returns how many were cancelled. */
+unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest, uint32_t tag);
 /* Takes up to max completions; returns how many were written to cqes. */
 unsigned srcnic_poll_cq(srcnic_qp_t *qp, srcnic_cqe_t *cqes, unsigned max);
 /* Work requests posted and not yet polled as completions. */

@@ -50,7 +50,7 @@ typedef struct srcnic_wqe {
     uint64_t      remote_addr;  /* WRITE/READ: remote virtual address */
     uint64_t      rkey;         /* WRITE/READ: remote key of the region */
     uint32_t      inline_len;   /* bytes in inline_data when FLAG_INLINE */
-    uint32_t      reserved1;
+    uint32_t      tag;          /* the caller's label (e.g. its endpoint), for srcnic_qp_cancel */
     union {
         srcnic_sge_t sge[SRCNIC_WQE_MAX_SGE];
         uint8_t      inline_data[SRCNIC_WQE_INLINE_MAX];

@@ -284,7 +284,7 @@ void Nic::mr_dereg(srcnic_mr_t *mr)
     srcnic_mr_dereg(mr);
 }
 
-unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest)
+unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag)
 {
     requester_take();   // what is still in the send ring is outstanding too
     Connection *c = conn_by_id(dest.peer);
@@ -294,7 +294,7 @@ unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest)
     unsigned n = 0;
     for (TxMsg *m = c->head; m != nullptr; m = m->next) {
         if (m->qp == qp && !m->cancelled && m->peer_qpn == dest.qpn &&
-            m->kind == TxMsg::Kind::kRequest) {
+            m->kind == TxMsg::Kind::kRequest && (tag == 0 || m->wqe.tag == tag)) {
             m->status = SRCNIC_ERR_CANCELED;
             complete_request(m);
             m->cancelled = true;

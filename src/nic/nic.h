@@ -72,7 +72,7 @@ public:
 
     srcnic_status_t mr_reg(void *addr, size_t length, unsigned access, srcnic_mr_t **mr_p);
     void mr_dereg(srcnic_mr_t *mr);
-    unsigned qp_cancel(Qp *qp, srcnic_dest_t dest);
+    unsigned qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag);
 
     srcnic_status_t dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, srcnic_dest_t *dest_p);
     srcnic_status_t dest_status(srcnic_dest_t dest) const;

@@ -198,10 +198,10 @@ void srcnic_mr_dereg(srcnic_mr_t *mr)
     delete mr;
 }
 
-unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest)
+unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest, uint32_t tag)
 {
     Qp *q = static_cast<Qp *>(qp);
-    return q->nic()->qp_cancel(q, dest);
+    return q->nic()->qp_cancel(q, dest, tag);
 }
 
 srcnic_status_t srcnic_dest_create(srcnic_nic_t *nic, const srcnic_nic_addr_t *remote,

@@ -31,12 +31,6 @@ double now_sec()
         .count();
 }
 
-bool strict_known_bugs()
-{
-    const char *env = std::getenv("UCT_SRC_TEST_STRICT");
-    return env != nullptr && std::strcmp(env, "1") == 0;
-}
-
 uint32_t test_seed()
 {
     const char *env = std::getenv("UCT_SRC_TEST_SEED");

@@ -34,21 +34,9 @@ constexpr uint8_t kNoPayload[1] = {0};
 
 double now_sec();
 
-// True when UCT_SRC_TEST_STRICT=1: known transport bugs then fail instead of skipping.
-bool strict_known_bugs();
-
-// A transport bug a test detected (its diagnosis in _what). The test is skipped with the
-// diagnosis (visible as SKIPPED in the summary), or fails under UCT_SRC_TEST_STRICT=1. Used only
-// after the test has observed the buggy behaviour: once the bug is fixed the test passes.
-#define UCT_SRC_KNOWN_BUG(_what) \
-    do { \
-        if (::uct_src_test::strict_known_bugs()) { \
-            FAIL() << "transport bug: " << _what; \
-        } else { \
-            GTEST_SKIP() << "KNOWN TRANSPORT BUG (UCT_SRC_TEST_STRICT=1 makes this fail): " \
-                         << _what; \
-        } \
-    } while (0)
+// A transport bug the test detected (its diagnosis in _what, which names the defect so that a
+// regression says at once what came back). The bugs these guard were fixed; each now fails.
+#define UCT_SRC_KNOWN_BUG(_what) FAIL() << "transport bug: " << _what
 
 // The seed of a test's random generator: UCT_SRC_TEST_SEED if set, else fresh. Printed, so that
 // a failure can be replayed.
