@@ -79,9 +79,12 @@ constexpr uint32_t kBwMaxDepth = 256;
 constexpr uint64_t kCreditStallNs = 20 * 1000 * 1000;
 // Receiver of a stream: after the sender stopped, give up waiting for missing data after this.
 constexpr uint64_t kQuietNs = 200 * 1000 * 1000;
-// Datagram size of the floor's bandwidth stream: the engine's datagrams on loopback are this
-// long (its UDP link's automatic MTU there, kUdpLoopbackMtu), of which 96 bytes are its header.
+// Default datagram size of the floor's bandwidth stream: the largest datagram the engine's UDP
+// link allows on loopback (kUdpLoopbackMtu). The engine itself chooses smaller datagrams unless
+// told otherwise (srcnic_config_t.mtu, --mtu).
 constexpr uint32_t kFloorDatagram = 65000;
+// Largest UDP payload over IPv4, bytes.
+constexpr uint32_t kMaxDatagram = 65507;
 // An endpoint thread that got less of a CPU than this was preempted by other load.
 constexpr double kFairCpuShare = 0.9;
 // Extra time a throughput test may take beyond warm-up + measurement before the watchdog fires.
@@ -139,6 +142,8 @@ struct Options {
     uint32_t rate_size = 8;            // message size of the rate test, bytes
     uint32_t rate_depth = 512;         // rate: SENDs posted and not yet completed, at most
     uint32_t window = 0;               // engine window (and floor credit window); 0 = default
+    uint32_t mtu = 0;                  // engine datagram size (srcnic_config_t.mtu); 0 = default
+    uint32_t datagram = kFloorDatagram; // floor bandwidth stream: datagram size, bytes
     uint32_t repeat = 1;               // runs of every test; the best figure is kept
     uint32_t retries = 2;              // extra runs of a test whose kept figure was preempted
     bool pin = true;                   // pin the two threads to CPUs 0 and 1
@@ -159,6 +164,9 @@ void usage(FILE *out)
                  "  --rate-depth N     rate test: outstanding SENDs (default 512)\n"
                  "  --window N         engine window and floor credit window, packets\n"
                  "                     (default: the engine's default)\n"
+                 "  --mtu N            engine datagram size, bytes (srcnic_config_t.mtu;\n"
+                 "                     default 0: the engine's automatic choice)\n"
+                 "  --datagram N       floor bandwidth stream: datagram size (default 65000)\n"
                  "  --tests LIST       any of lat,rate,bw (default all)\n"
                  "  --repeat N         run every test N times, engine and floor alternating, and\n"
                  "                     keep the best figure of each (default 1)\n"
@@ -287,6 +295,10 @@ int parse_options(int argc, char **argv, Options *o)
             ok = parse_uint(value, 1, 100, &o->repeat);
         } else if (arg == "--retries") {
             ok = parse_uint(value, 0, 100, &o->retries);
+        } else if (arg == "--mtu") {
+            ok = parse_uint(value, 0, kMaxDatagram, &o->mtu);
+        } else if (arg == "--datagram") {
+            ok = parse_uint(value, kSeqBytes, kMaxDatagram, &o->datagram);
         } else if (arg == "--window") {
             ok = parse_uint(value, 2, 1024, &o->window);
         } else if (arg == "--tests") {
@@ -644,6 +656,7 @@ public:
         if (o.window != 0) {
             config.window = o.window;
         }
+        config.mtu = o.mtu;
         srcnic_qp_config_t qc;
         srcnic_qp_config_init(&qc);
         qc.sq_size = std::max(qc.sq_size, round_up_pow2(sq_size));
@@ -685,6 +698,13 @@ public:
                 std::transform(name.begin(), name.end(), name.begin(), ::tolower);
                 s += (s.empty() ? "" : " ") + name + "=" + std::to_string(v);
             }
+        }
+        const uint64_t packets = srcnic_nic_counter(a.nic, SRCNIC_CNT_TX_PACKETS) +
+                                 srcnic_nic_counter(b.nic, SRCNIC_CNT_TX_PACKETS);
+        const uint64_t bytes = srcnic_nic_counter(a.nic, SRCNIC_CNT_TX_BYTES) +
+                               srcnic_nic_counter(b.nic, SRCNIC_CNT_TX_BYTES);
+        if (packets != 0) {
+            s += " avg_datagram=" + std::to_string(bytes / packets);
         }
         return s;
     }
@@ -1551,7 +1571,7 @@ bool write_json(const std::string &path, const Options &o, const std::vector<Row
         << ",\n  \"elapsed_s\": " << json_number(elapsed_s) << ",\n  \"config\": {\"iters\": " << o.iters
         << ", \"warmup\": " << o.warmup << ", \"seconds\": " << json_number(o.seconds)
         << ", \"warmup_seconds\": " << json_number(o.warmup_seconds) << ", \"window\": " << engine_window(o)
-        << ", \"rate_depth\": " << o.rate_depth << ", \"repeat\": " << o.repeat << ", \"retries\": " << o.retries << ", \"datagram\": " << dgram
+        << ", \"engine_mtu\": " << o.mtu << ", \"rate_depth\": " << o.rate_depth << ", \"repeat\": " << o.repeat << ", \"retries\": " << o.retries << ", \"datagram\": " << dgram
         << ", \"sock_buf\": " << engine_sock_buf() << ", \"pinned\": " << (o.pin ? "true" : "false")
         << "},\n  \"ratio_definition\": \"srcnic / udp floor\",\n  \"results\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -1645,12 +1665,13 @@ int main(int argc, char **argv)
     }
     const uint64_t start = now_ns();
     const std::string load_start = loadavg();
-    const uint32_t dgram = kFloorDatagram;
+    const uint32_t dgram = o.datagram;
     std::fprintf(stderr, "srcnic_bench: engine %s on %s, load average %s\n", srcnic_version(),
                  machine().c_str(), load_start.c_str());
-    std::fprintf(stderr, "  window %u packets, floor datagram %u B, socket buffers %u B, threads %s, best of %u (+%u if preempted)\n",
-                 engine_window(o), dgram, engine_sock_buf(), o.pin ? "pinned to CPUs 0 and 1" : "not pinned",
-                 o.repeat, o.retries);
+    std::fprintf(stderr, "  window %u packets, engine mtu %s, floor datagram %u B, socket buffers %u B,\n"
+                 "  threads %s, best of %u (+%u if preempted)\n",
+                 engine_window(o), o.mtu ? format("%u B", o.mtu).c_str() : "automatic", dgram,
+                 engine_sock_buf(), o.pin ? "pinned to CPUs 0 and 1" : "not pinned", o.repeat, o.retries);
 
     std::vector<Row> rows;
     if (o.run_lat) {
@@ -1659,7 +1680,7 @@ int main(int argc, char **argv)
             Row p99{"latency " + size_name(size) + " p99", "us", Better::kLower, NAN, {}, {}};
             LatencyFigures eng, udp;
             // A message longer than a datagram has no one-datagram floor.
-            const bool floor = o.run_udp && size <= kFloorDatagram;
+            const bool floor = o.run_udp && size <= kMaxDatagram;
             run_test(o, [&] {
                 if (o.run_engine) {
                     keep_best(&eng, engine_latency(o, size));
