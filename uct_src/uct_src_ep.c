@@ -313,17 +313,18 @@ out:
     return status;
 }
 
-ssize_t uct_src_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
-                            void *arg, unsigned flags)
+/* A bcopy send: packs into the descriptor's buffer and posts one WQE (SEND with the AM id as
+ * immediate, or WRITE to remote_addr). Returns the packed length or an error status. */
+static ssize_t uct_src_ep_bcopy(uct_src_ep_t *ep, srcnic_opcode_t opcode, uint32_t imm,
+                                uct_pack_callback_t pack_cb, void *arg, uint64_t remote_addr,
+                                uct_rkey_t rkey, const char *name)
 {
-    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
     uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
     uct_src_send_desc_t *desc;
     srcnic_wqe_t wqe;
     ucs_status_t status;
     size_t length = 0;
 
-    UCT_CHECK_AM_ID(id);
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     UCT_SRC_EP_CHECK_SEND_LOCKED(iface, ep, status, out);
     desc = uct_src_ep_desc_get(iface, ep, NULL);
@@ -334,23 +335,35 @@ ssize_t uct_src_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack
     length = pack_cb(desc + 1, arg);
     if (ucs_unlikely(length > iface->seg_size)) {
         ucs_mpool_put_inline(desc);
-        ucs_error("src: am_bcopy packed %zu bytes, more than the %zu allowed", length,
+        ucs_error("src: %s packed %zu bytes, more than the %zu allowed", name, length,
                   iface->seg_size);
         status = UCS_ERR_INVALID_PARAM;
         goto out;
     }
-    uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
-    wqe.imm              = id;
-    wqe.num_sge          = 1;
-    wqe.u.sge[0].addr    = (uintptr_t)(desc + 1);
-    wqe.u.sge[0].length  = length;
+    uct_src_wqe_init(&wqe, opcode);
+    wqe.imm               = imm;
+    wqe.num_sge           = 1;
+    wqe.u.sge[0].addr     = (uintptr_t)(desc + 1);
+    wqe.u.sge[0].length   = length;
     wqe.u.sge[0].reserved = 0;
-    uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, id, desc + 1, length,
-                       "TX: AM_BCOPY");
+    wqe.remote_addr       = remote_addr;
+    wqe.rkey              = rkey;
+    if (opcode == SRCNIC_OP_SEND) {
+        uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, imm, desc + 1, length,
+                           "TX: AM_BCOPY");
+    }
     status = uct_src_ep_post(iface, ep, desc, &wqe);
 out:
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return (status == UCS_OK) ? (ssize_t)length : (ssize_t)status;
+}
+
+ssize_t uct_src_ep_am_bcopy(uct_ep_h tl_ep, uint8_t id, uct_pack_callback_t pack_cb,
+                            void *arg, unsigned flags)
+{
+    UCT_CHECK_AM_ID(id);
+    return uct_src_ep_bcopy(ucs_derived_of(tl_ep, uct_src_ep_t), SRCNIC_OP_SEND, id, pack_cb,
+                            arg, 0, 0, "am_bcopy");
 }
 
 ucs_status_t uct_src_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
@@ -432,39 +445,8 @@ out:
 ssize_t uct_src_ep_put_bcopy(uct_ep_h tl_ep, uct_pack_callback_t pack_cb, void *arg,
                              uint64_t remote_addr, uct_rkey_t rkey)
 {
-    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
-    uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
-    uct_src_send_desc_t *desc;
-    srcnic_wqe_t wqe;
-    ucs_status_t status;
-    size_t length = 0;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    UCT_SRC_EP_CHECK_SEND_LOCKED(iface, ep, status, out);
-    desc = uct_src_ep_desc_get(iface, ep, NULL);
-    if (desc == NULL) {
-        status = UCS_ERR_NO_RESOURCE;
-        goto out;
-    }
-    length = pack_cb(desc + 1, arg);
-    if (ucs_unlikely(length > iface->seg_size)) {
-        ucs_mpool_put_inline(desc);
-        ucs_error("src: put_bcopy packed %zu bytes, more than the %zu allowed", length,
-                  iface->seg_size);
-        status = UCS_ERR_INVALID_PARAM;
-        goto out;
-    }
-    uct_src_wqe_init(&wqe, SRCNIC_OP_WRITE);
-    wqe.num_sge           = 1;
-    wqe.u.sge[0].addr     = (uintptr_t)(desc + 1);
-    wqe.u.sge[0].length   = length;
-    wqe.u.sge[0].reserved = 0;
-    wqe.remote_addr       = remote_addr;
-    wqe.rkey              = rkey;
-    status = uct_src_ep_post(iface, ep, desc, &wqe);
-out:
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return (status == UCS_OK) ? (ssize_t)length : (ssize_t)status;
+    return uct_src_ep_bcopy(ucs_derived_of(tl_ep, uct_src_ep_t), SRCNIC_OP_WRITE, 0, pack_cb,
+                            arg, remote_addr, rkey, "put_bcopy");
 }
 
 static ucs_status_t uct_src_ep_rdma_zcopy(uct_src_ep_t *ep, srcnic_opcode_t opcode,

@@ -144,6 +144,10 @@ private:
     bool respond_write(Connection *c, const PacketHeader &h, const uint8_t *payload);
     bool respond_read(Connection *c, const PacketHeader &h);
     bool answer_error(Connection *c, const PacketHeader &h, srcnic_status_t status);
+    // Refuses the message starting with h: error answer, counter, discard its other segments.
+    // False if no answer could be queued (the packet is then refused as receiver-not-ready).
+    bool refuse_message(Connection *c, const PacketHeader &h, srcnic_status_t status,
+                        srcnic_counter_t counter);
     void abort_inbound(Connection *c, srcnic_status_t status);
 
     // --- completer (completer.cc): answers to our requests ---

@@ -57,16 +57,9 @@ bool Nic::respond_send(Connection *c, const PacketHeader &h, const uint8_t *payl
             refuse = SRCNIC_ERR_MESSAGE_TRUNCATED;
         }
         if (refuse != SRCNIC_OK) {
-            if (!answer_error(c, h, refuse)) {
-                return false;
-            }
-            count(refuse == SRCNIC_ERR_UNREACHABLE ? SRCNIC_CNT_NO_SUCH_QP : SRCNIC_CNT_RECV_TRUNCATED);
-            if (!(h.flags & kFlagLast)) {
-                in = Connection::Inbound();
-                in.active = in.discard = true;
-                in.opcode = h.opcode;
-            }
-            return true;
+            return refuse_message(c, h, refuse, refuse == SRCNIC_ERR_UNREACHABLE
+                                                    ? SRCNIC_CNT_NO_SUCH_QP
+                                                    : SRCNIC_CNT_RECV_TRUNCATED);
         }
         in = Connection::Inbound();
         in.active = true;
@@ -112,16 +105,7 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
     if (h.flags & kFlagFirst) {
         // The whole message must fit the region before any of it is placed (§6).
         if (!mrs_.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_WRITE)) {
-            if (!answer_error(c, h, SRCNIC_ERR_REMOTE_ACCESS)) {
-                return false;
-            }
-            count(SRCNIC_CNT_ACCESS_ERRORS);
-            if (!(h.flags & kFlagLast)) {
-                in = Connection::Inbound();
-                in.active = in.discard = true;
-                in.opcode = h.opcode;
-            }
-            return true;
+            return refuse_message(c, h, SRCNIC_ERR_REMOTE_ACCESS, SRCNIC_CNT_ACCESS_ERRORS);
         }
         in = Connection::Inbound();
         in.active = !(h.flags & kFlagLast);
@@ -171,6 +155,23 @@ bool Nic::respond_read(Connection *c, const PacketHeader &h)
     m->peer_qpn = h.src_qpn;
     m->acked = false;
     msg_append(c, m);
+    return true;
+}
+
+bool Nic::refuse_message(Connection *c, const PacketHeader &h, srcnic_status_t status,
+                         srcnic_counter_t counter)
+{
+    if (!answer_error(c, h, status)) {
+        return false;
+    }
+    count(counter);
+    if (!(h.flags & kFlagLast)) {
+        // Its remaining segments are consumed without touching anything.
+        Connection::Inbound &in = c->inbound;
+        in = Connection::Inbound();
+        in.active = in.discard = true;
+        in.opcode = h.opcode;
+    }
     return true;
 }
 
