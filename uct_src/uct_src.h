@@ -20,6 +20,7 @@
 #include <ucs/datastruct/mpool.h>
 
 #include <net/if.h>
+#include <pthread.h>
 #include <netinet/in.h>
 
 #define UCT_SRC_NAME            "src"
@@ -34,10 +35,19 @@ typedef struct uct_src_md_config {
 } uct_src_md_config_t;
 
 
+typedef struct uct_src_region uct_src_region_t;
+
 typedef struct uct_src_md {
-    uct_md_t        super;
-    srcnic_pd_t     *pd;          /* regions every src iface of this process serves */
+    uct_md_t          super;
+    srcnic_pd_t       *pd;          /* regions every src iface of this process serves */
+    pthread_mutex_t   lock;
+    uct_src_region_t  *regions;     /* registered ranges (address, length) */
 } uct_src_md_t;
+
+typedef struct uct_src_mem {
+    srcnic_mr_t       *mr;
+    uct_src_region_t  *region;
+} uct_src_mem_t;
 
 
 enum {
@@ -85,6 +95,7 @@ typedef struct uct_src_iface_config {
 
 /* A send in flight: what its completion must do. Followed by seg_size buffer bytes. */
 typedef struct uct_src_send_desc {
+    ucs_list_link_t       list;          /* in ep->outstanding while in flight */
     struct uct_src_ep     *ep;           /* NULL: an iface-level probe */
     uct_completion_t      *comp;         /* user completion, or NULL */
     uct_unpack_callback_t unpack_cb;     /* get_bcopy: where the read bytes go */
@@ -121,6 +132,7 @@ typedef struct uct_src_iface {
 enum {
     UCT_SRC_EP_FLAG_FAILED       = UCS_BIT(0),  /* the peer is gone: ops return fail_status */
     UCT_SRC_EP_FLAG_ERR_REPORTED = UCS_BIT(1),  /* uct_iface_handle_ep_err scheduled or done */
+    UCT_SRC_EP_FLAG_INVALIDATED  = UCS_BIT(3),  /* uct_ep_invalidate: sends are cancelled */
     UCT_SRC_EP_FLAG_DESTROYED    = UCS_BIT(2)   /* freed once its sends have completed */
 };
 
@@ -136,6 +148,7 @@ typedef struct uct_src_ep {
     int16_t               err_cb_id;     /* deferred error report, or -1 (UCS_CALLBACKQ_ID_NULL) */
     uint32_t              tag;           /* WQE tag of this ep's sends (nonzero) */
     ucs_arbiter_group_t   arb_group;     /* pending requests */
+    ucs_list_link_t       outstanding;   /* sends posted and not completed, oldest first */
     union {
         uct_src_flush_req_t *flush_reqs; /* live: waiting flushes, oldest first */
         ucs_list_link_t     linger_elem; /* destroyed: on the iface's linger_eps */

@@ -79,6 +79,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_ep_t, const uct_ep_params_t *params)
     self->fail_status  = UCS_OK;
     self->err_cb_id    = UCS_CALLBACKQ_ID_NULL;
     self->flush_reqs   = NULL;
+    ucs_list_head_init(&self->outstanding);
     self->tag          = ++iface->next_ep_tag ? iface->next_ep_tag : ++iface->next_ep_tag;
     ucs_arbiter_group_init(&self->arb_group);
     ucs_debug("src: ep %p to %s qpn %u", self, iface->if_name, iface_addr->qpn);
@@ -105,6 +106,8 @@ void UCS_CLASS_DELETE_FUNC_NAME(uct_src_ep_t)(uct_ep_t *tl_ep)
     uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
     uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
     uct_src_flush_req_t *req;
+    uct_src_send_desc_t *desc;
+    uct_completion_t *comp;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     ucs_assertv(ucs_arbiter_group_is_empty(&ep->arb_group),
@@ -113,15 +116,27 @@ void UCS_CLASS_DELETE_FUNC_NAME(uct_src_ep_t)(uct_ep_t *tl_ep)
         ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q, ep->err_cb_id);
         ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
     }
+    /* Every outstanding operation completes, CANCELED, before destroy returns. */
+    if (ep->tx_completed != ep->tx_posted) {
+        srcnic_qp_cancel(iface->qp, ep->dest, ep->tag);
+    }
+    ucs_list_for_each(desc, &ep->outstanding, list) {
+        comp            = desc->comp;
+        desc->comp      = NULL;
+        desc->unpack_cb = NULL;
+        if (comp != NULL) {
+            uct_invoke_completion(comp, UCS_ERR_CANCELED);
+        }
+    }
     while ((req = ep->flush_reqs) != NULL) {
         ep->flush_reqs = req->next;
+        uct_invoke_completion(req->comp, UCS_ERR_CANCELED);
         ucs_free(req);
     }
     ep->flags |= UCT_SRC_EP_FLAG_DESTROYED;
     if (ep->tx_completed == ep->tx_posted) {
         uct_src_ep_free(ep);
     } else {
-        srcnic_qp_cancel(iface->qp, ep->dest, ep->tag);
         ucs_list_add_tail(&iface->linger_eps, &ep->linger_elem);
     }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
@@ -140,6 +155,7 @@ static unsigned uct_src_ep_report_error(void *arg)
     ucs_status_t status;
 
     ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+    ep->flags    |= UCT_SRC_EP_FLAG_FAILED;
     status = uct_iface_handle_ep_err(&iface->super.super, &ep->super.super,
                                      (ucs_status_t)ep->fail_status);
     if (status != UCS_OK) {
@@ -153,10 +169,13 @@ void uct_src_ep_set_failed(uct_src_ep_t *ep, ucs_status_t status)
 {
     uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
 
-    if (ep->flags & (UCT_SRC_EP_FLAG_FAILED | UCT_SRC_EP_FLAG_DESTROYED)) {
+    if (ep->flags & (UCT_SRC_EP_FLAG_ERR_REPORTED | UCT_SRC_EP_FLAG_DESTROYED)) {
         return;
     }
-    ep->flags      |= UCT_SRC_EP_FLAG_FAILED | UCT_SRC_EP_FLAG_ERR_REPORTED;
+    ep->flags |= UCT_SRC_EP_FLAG_ERR_REPORTED;
+    if (!(ep->flags & UCT_SRC_EP_FLAG_INVALIDATED)) {
+        ep->flags |= UCT_SRC_EP_FLAG_FAILED;
+    }
     ep->fail_status = status;
     ucs_debug("src: ep %p failed: %s", ep, ucs_status_string(status));
     ep->err_cb_id = ucs_callbackq_add_safe(&iface->super.worker->super.progress_q,
@@ -182,6 +201,7 @@ void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc
         return;
     }
     ++ep->tx_completed;
+    ucs_list_del(&desc->list);
     if (ucs_unlikely(ep->flags & UCT_SRC_EP_FLAG_DESTROYED)) {
         ucs_mpool_put_inline(desc);
         if (ep->tx_completed == ep->tx_posted) {
@@ -243,6 +263,10 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
     }
     ++ep->tx_posted;
     ++iface->tx_outstanding;
+    ucs_list_add_tail(&ep->outstanding, &desc->list);
+    if (ucs_unlikely(ep->flags & UCT_SRC_EP_FLAG_INVALIDATED)) {
+        srcnic_qp_cancel(iface->qp, ep->dest, ep->tag); /* completes CANCELED, sends nothing */
+    }
     return UCS_OK;
 }
 
@@ -600,7 +624,7 @@ ucs_status_t uct_src_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
     if (flags & UCT_FLUSH_FLAG_CANCEL) {
         /* Outstanding sends complete with CANCELED as the engine drops them. */
         srcnic_qp_cancel(iface->qp, ep->dest, ep->tag);
-    } else if (!ucs_arbiter_group_is_empty(&ep->arb_group)) {
+    } else if ((iface->pending_ep != ep) && !ucs_arbiter_group_is_empty(&ep->arb_group)) {
         status = UCS_ERR_NO_RESOURCE; /* flush after what is queued */
         goto out;
     }
@@ -671,6 +695,7 @@ ucs_status_t uct_src_ep_invalidate(uct_ep_h tl_ep, unsigned flags)
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     srcnic_qp_cancel(iface->qp, ep->dest, ep->tag);
+    ep->flags |= UCT_SRC_EP_FLAG_INVALIDATED;
     uct_src_ep_set_failed(ep, UCS_ERR_ENDPOINT_TIMEOUT);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return UCS_OK;

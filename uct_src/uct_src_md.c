@@ -51,12 +51,24 @@ static ucs_status_t uct_src_md_query(uct_md_h md, uct_md_attr_t *attr)
     return UCS_OK;
 }
 
+/* Registrations of one (address, length): invalidation completes when the last is gone. */
+struct uct_src_region {
+    uct_src_region_t *next;
+    void             *address;
+    size_t           length;
+    unsigned         refcount;
+    unsigned         num_comps;
+    uct_completion_t **comps;       /* invalidating deregistrations waiting for the last one */
+};
+
 static ucs_status_t uct_src_mem_reg(uct_md_h tl_md, void *address, size_t length,
                                     unsigned flags, uct_mem_h *memh_p)
 {
     uct_src_md_t *md = ucs_derived_of(tl_md, uct_src_md_t);
     srcnic_mr_t *mr;
     srcnic_status_t status;
+    uct_src_mem_t *mem;
+    uct_src_region_t *r;
 
     if (length == 0) {
         length = 1; /* a zero-length region still needs a valid key */
@@ -68,20 +80,74 @@ static ucs_status_t uct_src_mem_reg(uct_md_h tl_md, void *address, size_t length
                   srcnic_status_string(status));
         return (ucs_status_t)status;
     }
-    *memh_p = mr;
+    mem = ucs_malloc(sizeof(*mem), "src_mem");
+    if (mem == NULL) {
+        srcnic_mr_dereg(mr);
+        ucs_error("src: failed to allocate a memory handle");
+        return UCS_ERR_NO_MEMORY;
+    }
+    pthread_mutex_lock(&md->lock);
+    for (r = md->regions; r != NULL; r = r->next) {
+        if ((r->address == address) && (r->length == length)) {
+            break;
+        }
+    }
+    if (r == NULL) {
+        r = ucs_calloc(1, sizeof(*r), "src_region");
+        if (r == NULL) {
+            pthread_mutex_unlock(&md->lock);
+            ucs_free(mem);
+            srcnic_mr_dereg(mr);
+            ucs_error("src: failed to allocate a region record");
+            return UCS_ERR_NO_MEMORY;
+        }
+        r->address  = address;
+        r->length   = length;
+        r->next     = md->regions;
+        md->regions = r;
+    }
+    ++r->refcount;
+    pthread_mutex_unlock(&md->lock);
+    mem->mr     = mr;
+    mem->region = r;
+    *memh_p     = mem;
     return UCS_OK;
 }
 
-static ucs_status_t uct_src_mem_dereg(uct_md_h md, const uct_md_mem_dereg_params_t *params)
+static ucs_status_t uct_src_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 {
+    uct_src_md_t *md = ucs_derived_of(tl_md, uct_src_md_t);
+    uct_src_mem_t *mem;
+    uct_src_region_t *r, **rp;
+    unsigned i;
+
     UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 1);
 
-    /* The key dies at once: an access that arrives later is refused by the target engine, so
-     * invalidation is complete when this returns. */
-    srcnic_mr_dereg((srcnic_mr_t*)params->memh);
+    /* The key dies at once: an access that arrives later is refused by the target engine. */
+    mem = params->memh;
+    r   = mem->region;
+    srcnic_mr_dereg(mem->mr);
+    ucs_free(mem);
+    pthread_mutex_lock(&md->lock);
     if (UCT_MD_MEM_DEREG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0) &
         UCT_MD_MEM_DEREG_FLAG_INVALIDATE) {
-        uct_invoke_completion(params->comp, UCS_OK);
+        r->comps = ucs_realloc(r->comps, sizeof(*r->comps) * (r->num_comps + 1), "src_comps");
+        r->comps[r->num_comps++] = params->comp;
+    }
+    if (--r->refcount == 0) {
+        for (rp = &md->regions; *rp != r; rp = &(*rp)->next) {
+        }
+        *rp = r->next;
+    } else {
+        r = NULL;
+    }
+    pthread_mutex_unlock(&md->lock);
+    if (r != NULL) {
+        for (i = 0; i < r->num_comps; ++i) {
+            uct_invoke_completion(r->comps[i], UCS_OK);
+        }
+        ucs_free(r->comps);
+        ucs_free(r);
     }
     return UCS_OK;
 }
@@ -90,7 +156,7 @@ static ucs_status_t uct_src_mkey_pack(uct_md_h md, uct_mem_h memh,
                                       const uct_md_mkey_pack_params_t *params,
                                       void *rkey_buffer)
 {
-    uint64_t rkey = srcnic_mr_rkey((srcnic_mr_t*)memh);
+    uint64_t rkey = srcnic_mr_rkey(((uct_src_mem_t*)memh)->mr);
 
     memcpy(rkey_buffer, &rkey, sizeof(rkey)); /* UCP packs it at any alignment */
     return UCS_OK;
@@ -134,6 +200,8 @@ static ucs_status_t uct_src_md_open(uct_component_t *component, const char *md_n
         ucs_free(md);
         return (ucs_status_t)status;
     }
+    pthread_mutex_init(&md->lock, NULL);
+    md->regions         = NULL;
     md->super.ops       = &uct_src_md_ops;
     md->super.component = &uct_src_component;
     *md_p               = &md->super;
