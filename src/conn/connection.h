@@ -103,6 +103,9 @@ struct Connection {
     uint32_t expected_psn = 1;     // next PSN to deliver
     bool ack_pending = false;      // something to acknowledge
     bool ack_now = false;          // acknowledge in this progress call, even without data
+    bool ack_next = false;         // ACK_REQ arrived: acknowledge no later than the start of
+                                   // the next progress call (a reply posted in between
+                                   // carries the acknowledgement)
     uint32_t unacked_rx = 0;       // packets delivered since the last acknowledgement sent
     uint64_t ack_since_ns = 0;     // when ack_pending became true
     uint32_t reorder_count = 0;    // buffered out-of-order packets

@@ -11,7 +11,6 @@ namespace srcnic {
 constexpr uint32_t kMaxWindow = 1024;          // packets in flight per connection
 constexpr uint32_t kMaxConnections = 65534;    // peer-table slots (16-bit slot in the id)
 constexpr uint32_t kMinMtu = 512;              // smallest usable datagram, bytes
-constexpr uint32_t kAutoMtuMax = 16384;        // largest datagram chosen automatically, bytes
 
 // OK, or INVALID_PARAM after logging which value is wrong and what range it must be in.
 srcnic_status_t validate_config(const srcnic_config_t &config);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -51,9 +52,10 @@ srcnic_status_t Nic::init()
         addr_.incarnation = random_.next();
     } while (addr_.incarnation == 0);
 
-    // Automatic: the link's datagram size, but no more than kAutoMtuMax, so that the packet
-    // buffers stay small on loopback (65000-byte datagrams).
-    mtu_ = std::min(link_->mtu(), kAutoMtuMax);
+    // Automatic: the link's datagram size (65000 bytes on loopback). The packet buffers are
+    // reserved, not touched: a page becomes resident only when a datagram is written to it,
+    // and buffers are reused last-freed-first, so small-message traffic keeps few pages.
+    mtu_ = link_->mtu();
     if (config_.mtu != 0) {
         if (config_.mtu > link_->mtu()) {
             SRCNIC_LOG_ERROR("mtu=%u is larger than the link allows (%u): lower it or use 0",
@@ -82,7 +84,13 @@ srcnic_status_t Nic::init()
     }
     msgs_free_ = config_.max_inflight;
 
-    buffers_.resize(static_cast<size_t>(config_.rx_buffers) * mtu_);
+    // Default-initialized: not zeroed, so the pages are not touched here.
+    buffers_.reset(new (std::nothrow) uint8_t[static_cast<size_t>(config_.rx_buffers) * mtu_]);
+    if (buffers_ == nullptr) {
+        SRCNIC_LOG_ERROR("out of memory for %u packet buffers of %u bytes: lower rx_buffers or mtu",
+                         config_.rx_buffers, mtu_);
+        return SRCNIC_ERR_NO_MEMORY;
+    }
     free_bufs_.reserve(config_.rx_buffers);
     for (int32_t b = static_cast<int32_t>(config_.rx_buffers) - 1; b >= 0; --b) {
         free_bufs_.push_back(b);
@@ -147,11 +155,18 @@ void Nic::kick()
 
 unsigned Nic::progress()
 {
+    // New work goes out before the poll for what came in: a reply posted after the last call
+    // leaves without waiting behind a receive system call. What the receive produced (acks,
+    // answers, retransmissions) goes out in the same call.
     tx_blocked_ = false;
-    unsigned n = rx_poll();
-    n += requester_take();
-    n += tx_schedule(now_ns());
+    unsigned n = requester_take();
+    n += tx_schedule(now_ns(), false);
     tx_flush();
+    const unsigned got = rx_poll();
+    if (got != 0) {
+        n += got + tx_schedule(now_ns(), true);
+        tx_flush();
+    }
     return n;
 }
 
@@ -180,6 +195,9 @@ srcnic_status_t Nic::arm()
         uint64_t next = c->rto_deadline_ns;
         if (c->rnr_until_ns != 0 && (next == 0 || c->rnr_until_ns < next)) {
             next = c->rnr_until_ns;
+        }
+        if (c->ack_pending && (c->ack_now || c->ack_next)) {
+            return SRCNIC_ERR_BUSY;
         }
         if (c->ack_pending) {
             const uint64_t ack_at = c->ack_since_ns + kAckDelayNs;

@@ -45,8 +45,10 @@ struct LinkAddrHash {
     size_t operator()(const LinkAddr &a) const { return a.hash(); }
 };
 
-// A pure acknowledgement waits this long for reverse traffic to ride on (PROTOCOL.md §5.3).
-constexpr uint64_t kAckDelayNs = 20 * 1000;
+// A pure acknowledgement waits at most this long for reverse traffic to ride on (PROTOCOL.md
+// §5.3). Senders ask for prompt acknowledgements (ACK_REQ) where they need them, so this only
+// bounds the delay inside a stream.
+constexpr uint64_t kAckDelayNs = 100 * 1000;
 // Message descriptors the requester leaves for the responder's answers.
 constexpr unsigned kAnswerReserve = 16;
 
@@ -112,7 +114,8 @@ private:
     void msg_append(Connection *c, TxMsg *m);
 
     // --- tx scheduler (tx_scheduler.cc): connection FIFOs -> link ---
-    unsigned tx_schedule(uint64_t now);
+    // after_rx: the pass that follows rx_poll within one progress call.
+    unsigned tx_schedule(uint64_t now, bool after_rx);
     bool tx_packet(Connection *c, uint32_t psn, bool retransmit);
     void tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm);
     void tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn);
@@ -178,8 +181,14 @@ private:
     TxMsg *free_msgs_ = nullptr;
     unsigned msgs_free_ = 0;
 
-    std::vector<uint8_t> buffers_;  // rx_buffers x mtu
-    std::vector<int32_t> free_bufs_;
+    std::unique_ptr<uint8_t[]> buffers_;  // rx_buffers x mtu bytes, touched on first use
+    std::vector<int32_t> free_bufs_;      // stack: the most recently freed is reused first
+    // Receive slots handed to the link on every poll; a slot keeps its buffer until a
+    // datagram lands in it, so an empty poll allocates and frees nothing.
+    static constexpr uint32_t kRxBurst = 32;
+    RxDatagram rx_slots_[kRxBurst];
+    int32_t rx_bufs_[kRxBurst];     // buffer of each slot
+    uint32_t rx_posted_ = 0;        // slots [0, rx_posted_) hold a buffer
 
     // Transmit batch (flushed to the link when full and at the end of progress).
     static constexpr uint32_t kTxBatch = 32;

@@ -15,8 +15,6 @@ namespace srcnic {
 
 namespace {
 
-constexpr uint32_t kRxBurst = 32;
-
 srcnic_counter_t drop_counter(HeaderError err)
 {
     switch (err) {
@@ -51,7 +49,7 @@ unsigned Nic::rx_poll()
 {
     // Out-of-order packets hold buffers; if they starve reception, give some back (their
     // senders retransmit them) so the in-order packets that unblock everything can arrive.
-    if (free_bufs_.size() < kRxBurst) {
+    if (rx_posted_ + free_bufs_.size() < kRxBurst) {
         for (Connection *c : active_) {
             if (c->state != ConnState::kOpen || c->reorder_count == 0) {
                 continue;
@@ -64,29 +62,34 @@ unsigned Nic::rx_poll()
                 }
             }
             c->reorder_count = 0;
-            if (free_bufs_.size() >= kRxBurst) {
+            if (rx_posted_ + free_bufs_.size() >= kRxBurst) {
                 break;
             }
         }
     }
-    RxDatagram slots[kRxBurst];
-    int32_t bufs[kRxBurst];
-    uint32_t n = 0;
-    while (n < kRxBurst && !free_bufs_.empty()) {
-        bufs[n] = buf_alloc();
-        slots[n].buf = buf_data(bufs[n]);
-        slots[n].capacity = mtu_;
-        ++n;
+    while (rx_posted_ < kRxBurst && !free_bufs_.empty()) {
+        const int32_t b = buf_alloc();
+        rx_bufs_[rx_posted_] = b;
+        rx_slots_[rx_posted_].buf = buf_data(b);
+        rx_slots_[rx_posted_].capacity = mtu_;
+        ++rx_posted_;
     }
-    const uint32_t got = n ? link_->rx_burst(slots, n) : 0;
-    for (uint32_t i = got; i < n; ++i) {
-        buf_free(bufs[i]);
+    const uint32_t got = rx_posted_ != 0 ? link_->rx_burst(rx_slots_, rx_posted_) : 0;
+    if (got == 0) {
+        return 0;
     }
+    // The link filled slots [0, got): their buffers go up the stack (each is freed by whoever
+    // finishes with it); the empty slots move to the front with their buffers.
     for (uint32_t i = 0; i < got; ++i) {
         count(SRCNIC_CNT_RX_PACKETS);
-        count(SRCNIC_CNT_RX_BYTES, slots[i].len);
-        rx_datagram(bufs[i], slots[i].len, slots[i].src);
+        count(SRCNIC_CNT_RX_BYTES, rx_slots_[i].len);
+        rx_datagram(rx_bufs_[i], rx_slots_[i].len, rx_slots_[i].src);
     }
+    for (uint32_t i = got; i < rx_posted_; ++i) {
+        rx_slots_[i - got] = rx_slots_[i];
+        rx_bufs_[i - got] = rx_bufs_[i];
+    }
+    rx_posted_ -= got;
     return got;
 }
 
@@ -272,7 +275,7 @@ void Nic::rx_deliver(Connection *c, int32_t buf, uint32_t len)
         c->ack_since_ns = now_ns();
     }
     if (h.flags & kFlagAckReq) {
-        c->ack_now = true;
+        c->ack_next = true;
     }
     activate(c);
 }

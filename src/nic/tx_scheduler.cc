@@ -131,7 +131,7 @@ void Nic::fill_ack(Connection *c, PacketHeader *h)
         }
     }
     h->sack = c->reorder_count ? rx_sack(c) : 0;
-    c->ack_pending = c->ack_now = false;
+    c->ack_pending = c->ack_now = c->ack_next = false;
     c->unacked_rx = 0;
 }
 
@@ -153,8 +153,12 @@ bool Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
     const uint32_t offset = seg * seg_payload_;
     const uint32_t plen = m->length > offset ? std::min(seg_payload_, m->length - offset) : 0;
     h->opcode = m->cancelled ? static_cast<uint8_t>(Opcode::kNOP) : m->opcode;
+    // ACK_REQ on retransmissions, and on the last PSN assigned so far: the connection goes
+    // idle after it, so no later packet would make the peer acknowledge it (and the requests
+    // it ends complete on that acknowledgement).
+    const bool ack_req = retransmit || psn + 1 == c->next_psn;
     h->flags = static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (seg + 1 == m->npkts ? kFlagLast : 0) |
-                                     (c->peer_conn == 0 ? kFlagSyn : 0) | (retransmit ? kFlagAckReq : 0));
+                                     (c->peer_conn == 0 ? kFlagSyn : 0) | (ack_req ? kFlagAckReq : 0));
     h->dst_nic = c->peer_nic;
     h->src_conn = c->id;
     h->dst_conn = c->peer_conn;
@@ -307,7 +311,7 @@ void Nic::start_resend(Connection *c, uint32_t from, uint32_t end)
     activate(c);
 }
 
-unsigned Nic::tx_schedule(uint64_t now)
+unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
 {
     unsigned sent = 0;
     for (size_t i = 0; i < active_.size();) {
@@ -368,8 +372,11 @@ unsigned Nic::tx_schedule(uint64_t now)
                 c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
             }
         }
+        // An acknowledgement asked for by ACK_REQ waits for the next call's first pass: the
+        // application may post a reply before it, which then carries it.
         if (c->ack_pending && !tx_blocked_ &&
-            (c->ack_now || c->unacked_rx >= config_.window / 4 || now - c->ack_since_ns >= kAckDelayNs)) {
+            (c->ack_now || (c->ack_next && !after_rx) || c->unacked_rx >= config_.window / 4 ||
+             now - c->ack_since_ns >= kAckDelayNs)) {
             tx_control(c, Opcode::kACK, c->send_psn, 0);
         }
         // A connection holding out-of-order packets stays listed even when idle, so that

@@ -72,14 +72,89 @@ uint32_t crc32c_sw_raw(uint32_t reg, const uint8_t *p, size_t len)
     return reg;
 }
 
+// Appending n zero bytes to a message is a linear map on the CRC register. ZeroShift holds that
+// map for one n as four 256-entry tables (one per register byte), so that the register of
+// A||B can be formed from the registers of A and of B computed independently:
+//     raw(reg, A||B) = shift_|B|(raw(reg, A)) ^ raw(0, B).
+class ZeroShift {
+public:
+    explicit ZeroShift(size_t nbytes)
+    {
+        // The image of each basis vector 1 << bit, by running the register over n zeros.
+        uint32_t basis[32];
+        for (int bit = 0; bit < 32; bit++) {
+            uint32_t reg = 1u << bit;
+            for (size_t i = 0; i < nbytes; i++) {
+                reg = (reg >> 8) ^ kCrc32cTable[0][reg & 0xff];
+            }
+            basis[bit] = reg;
+        }
+        for (int k = 0; k < 4; k++) {
+            for (uint32_t b = 0; b < 256; b++) {
+                uint32_t image = 0;
+                for (int j = 0; j < 8; j++) {
+                    if ((b >> j) & 1) {
+                        image ^= basis[8 * k + j];
+                    }
+                }
+                table_[k][b] = image;
+            }
+        }
+    }
+
+    uint32_t operator()(uint32_t reg) const
+    {
+        return table_[0][reg & 0xff] ^ table_[1][(reg >> 8) & 0xff] ^
+               table_[2][(reg >> 16) & 0xff] ^ table_[3][reg >> 24];
+    }
+
+private:
+    uint32_t table_[4][256];
+};
+
 #if defined(__x86_64__)
+// The crc32 instruction has a latency of three cycles and a throughput of one per cycle, so
+// one dependent chain runs at a third of the instruction's speed. Long buffers are cut into
+// three equal blocks whose chains run interleaved, then joined with ZeroShift. Two block
+// sizes: kLongBlock for the bulk of large packets, kShortBlock for what remains.
+constexpr size_t kLongBlock = 4096;   // bytes per stream, per round of 3 * kLongBlock
+constexpr size_t kShortBlock = 256;   // bytes per stream, per round of 3 * kShortBlock
+
+template <size_t kBlock>
+__attribute__((target("sse4.2"))) inline uint64_t crc32c_hw_3way(uint64_t reg, const uint8_t *p,
+                                                                const ZeroShift &shift)
+{
+    uint64_t reg1 = 0;
+    uint64_t reg2 = 0;
+    for (size_t i = 0; i < kBlock; i += 8) {
+        uint64_t w0, w1, w2;
+        std::memcpy(&w0, p + i, sizeof(w0));
+        std::memcpy(&w1, p + kBlock + i, sizeof(w1));
+        std::memcpy(&w2, p + 2 * kBlock + i, sizeof(w2));
+        reg = _mm_crc32_u64(reg, w0);
+        reg1 = _mm_crc32_u64(reg1, w1);
+        reg2 = _mm_crc32_u64(reg2, w2);
+    }
+    const uint32_t joined = shift(static_cast<uint32_t>(reg)) ^ static_cast<uint32_t>(reg1);
+    return shift(joined) ^ static_cast<uint32_t>(reg2);
+}
+
 __attribute__((target("sse4.2"))) uint32_t crc32c_hw_raw(uint32_t reg, const uint8_t *p,
                                                          size_t len)
 {
+    static const ZeroShift shift_long(kLongBlock);
+    static const ZeroShift shift_short(kShortBlock);
+
     for (; len > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0; len--, p++) {
         reg = _mm_crc32_u8(reg, *p);
     }
     uint64_t reg64 = reg;
+    for (; len >= 3 * kLongBlock; len -= 3 * kLongBlock, p += 3 * kLongBlock) {
+        reg64 = crc32c_hw_3way<kLongBlock>(reg64, p, shift_long);
+    }
+    for (; len >= 3 * kShortBlock; len -= 3 * kShortBlock, p += 3 * kShortBlock) {
+        reg64 = crc32c_hw_3way<kShortBlock>(reg64, p, shift_short);
+    }
     for (; len >= 8; len -= 8, p += 8) {
         uint64_t word;
         std::memcpy(&word, p, sizeof(word));

@@ -53,7 +53,7 @@ TEST_F(Completer, complete_answer__read_resp_is_placed_and_completes_read)
     // post READ of 2000 bytes / expect READ_REQ psn 1, SYN|FIRST|LAST, no payload
     Packet req = post(w, 1);
     EXPECT_EQ(static_cast<uint8_t>(Opcode::kREAD_REQ), req.h.opcode);
-    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast, req.h.flags);
+    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq, req.h.flags);
     EXPECT_EQ(2000u, req.h.msg_len);
     EXPECT_EQ(0x7000u, req.h.addr);
     EXPECT_EQ(0xabc00005u, req.h.rkey);

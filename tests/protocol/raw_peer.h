@@ -342,7 +342,7 @@ protected:
     bool await_psn(uint32_t psn, Packet *out)
     {
         return await([psn](const Packet &p) {
-            return opcode_info(p.h.opcode).sequenced && p.h.psn == psn && !(p.h.flags & kFlagAckReq);
+            return opcode_info(p.h.opcode).sequenced && p.h.psn == psn;
         }, out);
     }
 

@@ -361,18 +361,57 @@ TEST_F(RxDemux, rx_sequenced__beyond_window_is_dropped)
     EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1));
 }
 
-TEST_F(RxDemux, rx_deliver__ack_req_is_acked_at_once)
+TEST_F(RxDemux, rx_deliver__ack_req_is_acked_by_the_next_progress_call)
 {
     open_connection();
     post_buffer(3, 64);
-    // receive SEND psn 2 with ACK_REQ / expect an ACK of 3 before the ack delay could expire
+    // receive SEND psn 2 with ACK_REQ / expect no ACK from the call that delivers it (a reply
+    // could still carry it), an ACK of 3 from the next call: long before the ack delay
     PacketHeader h = peer_->header(Opcode::kSEND, 2, kFlagFirst | kFlagLast | kFlagAckReq);
     h.dst_qpn = qp_->qpn();
     peer_->send(h);
+    const uint64_t deadline = now_ns() + 5 * kNsPerSec;
+    srcnic_cqe_t cqe;
+    while (qp_->poll_cq(&cqe, 1) == 0 && now_ns() < deadline) {
+        nic_->progress();
+        ASSERT_EQ(0u, peer_->receive().size()) << "acknowledged before the next call";
+    }
+    ASSERT_EQ(SRCNIC_OP_RECV, cqe.opcode);
     nic_->progress();
     std::vector<Packet> out = peer_->receive();
     ASSERT_EQ(1u, out.size());
     EXPECT_EQ(static_cast<uint8_t>(Opcode::kACK), out[0].h.opcode);
+    EXPECT_EQ(3u, out[0].h.ack_psn);
+}
+
+TEST_F(RxDemux, rx_deliver__ack_req_rides_on_a_reply_posted_before_the_next_call)
+{
+    open_connection();
+    post_buffer(3, 64);
+    const srcnic_dest_t dest = dest_to_peer();
+    // receive SEND psn 2 with ACK_REQ; post a SEND back before progressing again / expect the
+    // SEND to carry the acknowledgement and no pure ACK
+    PacketHeader h = peer_->header(Opcode::kSEND, 2, kFlagFirst | kFlagLast | kFlagAckReq);
+    h.dst_qpn = qp_->qpn();
+    peer_->send(h);
+    const uint64_t deadline = now_ns() + 5 * kNsPerSec;
+    srcnic_cqe_t cqe;
+    while (qp_->poll_cq(&cqe, 1) == 0 && now_ns() < deadline) {
+        nic_->progress();
+        ASSERT_EQ(0u, peer_->receive().size());
+    }
+    ASSERT_EQ(SRCNIC_OP_RECV, cqe.opcode);
+    srcnic_wqe_t w = {};
+    w.wr_id = 7;
+    w.opcode = SRCNIC_OP_SEND;
+    w.dest = dest;
+    w.flags = SRCNIC_WQE_FLAG_INLINE;
+    w.inline_len = 8;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+    nic_->progress();
+    std::vector<Packet> out = peer_->receive();
+    ASSERT_EQ(1u, out.size());
+    EXPECT_EQ(static_cast<uint8_t>(Opcode::kSEND), out[0].h.opcode) << to_string(out[0].h);
     EXPECT_EQ(3u, out[0].h.ack_psn);
 }
 

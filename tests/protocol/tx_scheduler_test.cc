@@ -51,10 +51,11 @@ TEST_F(TxScheduler, tx_packet__first_request_opens_then_rto_retransmits_then_ack
     Counters before(*nic_);
     const uint64_t t0 = now_ns();
     post_send(1, 100, 5);
-    // expect SEND psn 1: SYN|FIRST|LAST, dst_conn 0, the peer's incarnation, the Nic's id
+    // expect SEND psn 1: SYN|FIRST|LAST, and ACK_REQ as the last PSN assigned; dst_conn 0,
+    // the peer's incarnation, the Nic's id
     Packet first;
     ASSERT_TRUE(await_op(Opcode::kSEND, &first));
-    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast, first.h.flags) << to_string(first.h);
+    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq, first.h.flags) << to_string(first.h);
     EXPECT_EQ(0u, first.h.dst_conn);
     EXPECT_NE(0u, first.h.src_conn);
     EXPECT_EQ(1u, first.h.psn);
@@ -94,7 +95,22 @@ TEST_F(TxScheduler, tx_packet__first_request_opens_then_rto_retransmits_then_ack
     EXPECT_EQ(kSend, next.h.opcode);
     EXPECT_EQ(kPeerConn, next.h.dst_conn);
     EXPECT_EQ(first.h.src_conn, next.h.src_conn);
-    EXPECT_EQ(kFlagFirst | kFlagLast, next.h.flags);
+    EXPECT_EQ(kFlagFirst | kFlagLast | kFlagAckReq, next.h.flags);
+}
+
+TEST_F(TxSchedulerSlowRto, tx_packet__ack_req_only_on_the_last_psn_assigned)
+{
+    // post two SENDs before the Nic runs / expect psn 1 without ACK_REQ (psn 2 follows it and
+    // draws the acknowledgement), psn 2 with it
+    post_send(1, 10);
+    post_send(2, 10);
+    Packet first;
+    Packet second;
+    ASSERT_TRUE(await_psn(1, &first));
+    ASSERT_TRUE(await_psn(2, &second));
+    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast, first.h.flags) << to_string(first.h);
+    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq, second.h.flags)
+        << to_string(second.h);
 }
 
 // Few retries and a short RTO: a connection whose peer never answers fails quickly.

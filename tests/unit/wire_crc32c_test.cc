@@ -228,5 +228,36 @@ TEST(wire_crc32c, crc32c_sw__equals_crc32c_on_random_lengths)
     }
 }
 
+// The hardware path cuts long buffers into three interleaved blocks (4 KiB and 256 B per
+// stream) and joins them: check every length around those block boundaries and the largest
+// datagrams against the portable path.
+TEST(wire_crc32c, crc32c__equals_sw_around_interleave_boundaries)
+{
+    Random random(test_seed());
+    const std::vector<uint8_t> buf = random_bytes(random, 3 * 65536 + 16);
+    std::vector<size_t> lengths;
+    for (size_t block : {size_t(256), size_t(4096)}) {
+        for (size_t rounds = 1; rounds <= 3; rounds++) {
+            for (size_t delta = 0; delta <= 16; delta++) {
+                lengths.push_back(3 * block * rounds + delta);
+                lengths.push_back(3 * block * rounds - delta);
+            }
+        }
+    }
+    for (size_t len : {size_t(65000 - 96), size_t(65000), size_t(3 * 65536)}) {
+        lengths.push_back(len);
+    }
+    for (int round = 0; round < 200; round++) {
+        lengths.push_back(random.below(3 * 65536 + 1));
+    }
+    for (size_t len : lengths) {
+        const size_t start = random.below(16);
+        const uint32_t seed_crc = static_cast<uint32_t>(random.next());
+        EXPECT_EQ(crc32c_sw(seed_crc, buf.data() + start, len),
+                  crc32c(seed_crc, buf.data() + start, len))
+            << "len " << len << " start " << start;
+    }
+}
+
 } // namespace
 } // namespace srcnic
