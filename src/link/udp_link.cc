@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netinet/udp.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -19,6 +20,10 @@ namespace {
 
 // Control buffer per received datagram: room for one SO_RXQ_OVFL message, bytes.
 constexpr size_t kRxControlSize = CMSG_SPACE(sizeof(uint32_t));
+// Control buffer per send message: room for one UDP_SEGMENT message, bytes.
+constexpr size_t kTxControlSize = CMSG_SPACE(sizeof(uint16_t));
+// Gather-list entries per send batch: batch_size datagrams of at most kLinkMaxIov entries.
+constexpr uint32_t kTxIovPerDatagram = kLinkMaxIov;
 // Receive calls in one rx_burst that may fail with a hard error before it gives up.
 constexpr uint32_t kMaxRxErrorsPerBurst = 8;
 // IPv4 + UDP header bytes.
@@ -214,17 +219,27 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
 
     tx_msgs_.reset(new (std::nothrow) struct mmsghdr[batch_size_]);
     tx_names_.reset(new (std::nothrow) SockAddr[batch_size_]);
+    tx_groups_.reset(new (std::nothrow) TxGroup[batch_size_]);
+    tx_iov_.reset(new (std::nothrow) struct iovec[batch_size_ * kTxIovPerDatagram]);
+    tx_control_.reset(new (std::nothrow) uint8_t[kTxControlSize * batch_size_]);
     rx_msgs_.reset(new (std::nothrow) struct mmsghdr[batch_size_]);
     rx_names_.reset(new (std::nothrow) SockAddr[batch_size_]);
     rx_iov_.reset(new (std::nothrow) struct iovec[batch_size_]);
     rx_control_.reset(new (std::nothrow) uint8_t[kRxControlSize * batch_size_]);
-    if (tx_msgs_ == nullptr || tx_names_ == nullptr || rx_msgs_ == nullptr ||
+    if (tx_msgs_ == nullptr || tx_names_ == nullptr || tx_groups_ == nullptr ||
+        tx_iov_ == nullptr || tx_control_ == nullptr || rx_msgs_ == nullptr ||
         rx_names_ == nullptr || rx_iov_ == nullptr || rx_control_ == nullptr) {
         link_log_error("udp link: out of memory for a batch of %u datagrams", batch_size_);
         return SRCNIC_ERR_NO_MEMORY;
     }
     std::memset(tx_msgs_.get(), 0, sizeof(struct mmsghdr) * batch_size_);
     std::memset(rx_msgs_.get(), 0, sizeof(struct mmsghdr) * batch_size_);
+    std::memset(tx_control_.get(), 0, kTxControlSize * batch_size_);
+    // Segmentation offload where the kernel knows the option (a size of 0 leaves datagrams
+    // alone; each group sets its own size).
+    const int no_segment = 0;
+    gso_ = cfg.gso && batch_size_ > 1 &&
+           ::setsockopt(fd_, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof(no_segment)) == 0;
     return SRCNIC_OK;
 }
 
@@ -344,7 +359,7 @@ srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
     return SRCNIC_OK;
 }
 
-const char *UdpLink::tx_invalid_reason(const TxDatagram &dgram) const
+const char *UdpLink::tx_invalid_reason(const TxDatagram &dgram, uint32_t *len_p) const
 {
     if (dgram.iovcnt > kLinkMaxIov) {
         return "too many iov entries";
@@ -362,16 +377,50 @@ const char *UdpLink::tx_invalid_reason(const TxDatagram &dgram) const
     if (dgram.dst.family != family_) {
         return family_ == AF_INET ? "destination is not IPv4" : "destination is not IPv6";
     }
+    if (len_p != nullptr) {
+        *len_p = static_cast<uint32_t>(len);
+    }
     return nullptr;
 }
 
-bool UdpLink::prepare_tx(const TxDatagram &dgram, uint32_t slot)
+bool UdpLink::add_tx(const TxDatagram *dgrams, uint32_t index, uint32_t len)
 {
-    if (tx_invalid_reason(dgram) != nullptr) {
+    const TxDatagram &dgram = dgrams[index];
+    if (tx_iov_used_ + dgram.iovcnt > batch_size_ * kTxIovPerDatagram) {
         return false;
     }
-    SockAddr &name = tx_names_[slot];
-    struct msghdr &hdr = tx_msgs_[slot].msg_hdr;
+    uint32_t &msgs = tx_msg_count_;
+    TxGroup *last = msgs != 0 ? &tx_groups_[msgs - 1] : nullptr;
+    const bool join = gso_ && last != nullptr && last->count < kUdpGsoMaxSegments &&
+                      last->last == last->seg && len <= last->seg && len != 0 &&
+                      last->bytes + len <= kUdpGsoMaxBytes && dgrams[last->first].dst == dgram.dst;
+    if (join) {
+        ++last->count;
+        last->last = len;
+        last->bytes += len;
+    } else {
+        if (msgs == batch_size_) {
+            return false;
+        }
+        tx_groups_[msgs] = TxGroup{index, 1, len, len, len};
+        tx_msgs_[msgs].msg_hdr.msg_iov = &tx_iov_[tx_iov_used_];
+        tx_msgs_[msgs].msg_hdr.msg_iovlen = 0;
+        ++msgs;
+    }
+    struct msghdr &hdr = tx_msgs_[msgs - 1].msg_hdr;
+    for (uint32_t i = 0; i < dgram.iovcnt; ++i) {
+        tx_iov_[tx_iov_used_++] = dgram.iov[i];
+    }
+    hdr.msg_iovlen += dgram.iovcnt;
+    return true;
+}
+
+void UdpLink::seal_tx(const TxDatagram *dgrams, uint32_t msg)
+{
+    const TxGroup &group = tx_groups_[msg];
+    const TxDatagram &dgram = dgrams[group.first];
+    SockAddr &name = tx_names_[msg];
+    struct msghdr &hdr = tx_msgs_[msg].msg_hdr;
     if (family_ == AF_INET) {
         name.in.sin_family = AF_INET;
         name.in.sin_port = htons(dgram.dst.port);
@@ -387,40 +436,65 @@ bool UdpLink::prepare_tx(const TxDatagram &dgram, uint32_t slot)
         hdr.msg_namelen = sizeof(name.in6);
     }
     hdr.msg_name = &name;
-    // sendmmsg only reads the gather list.
-    hdr.msg_iov = const_cast<struct iovec *>(dgram.iov);
-    hdr.msg_iovlen = dgram.iovcnt;
-    hdr.msg_control = nullptr;
-    hdr.msg_controllen = 0;
     hdr.msg_flags = 0;
-    return true;
+    if (group.count > 1) {
+        hdr.msg_control = &tx_control_[kTxControlSize * msg];
+        hdr.msg_controllen = kTxControlSize;
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&hdr);
+        cmsg->cmsg_level = SOL_UDP;
+        cmsg->cmsg_type = UDP_SEGMENT;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const uint16_t seg = static_cast<uint16_t>(group.seg);
+        std::memcpy(CMSG_DATA(cmsg), &seg, sizeof(seg));
+    } else {
+        hdr.msg_control = nullptr;
+        hdr.msg_controllen = 0;
+    }
 }
 
-uint32_t UdpLink::send_batch(const TxDatagram *dgrams, uint32_t m)
+uint32_t UdpLink::send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regroup)
 {
-    uint32_t done = 0;
-    while (done < m) {
-        const int sent = ::sendmmsg(fd_, &tx_msgs_[done], m - done, MSG_DONTWAIT);
+    uint32_t done = 0;       // messages
+    uint32_t datagrams = 0;  // datagrams in them
+    *regroup = false;
+    while (done < msgs) {
+        const int sent = ::sendmmsg(fd_, &tx_msgs_[done], msgs - done, MSG_DONTWAIT);
         if (sent > 0) {
             for (uint32_t i = done; i < done + static_cast<uint32_t>(sent); ++i) {
-                ++stats_.tx_datagrams;
-                stats_.tx_bytes += tx_msgs_[i].msg_len;
+                stats_.tx_datagrams += tx_groups_[i].count;
+                stats_.tx_bytes += tx_groups_[i].bytes;
+                datagrams += tx_groups_[i].count;
             }
+            tx_messages_ += static_cast<uint32_t>(sent);
             done += static_cast<uint32_t>(sent);
             continue;
         }
         if (sent == 0 || errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
             break;
         }
-        // A hard error on datagram `done`: drop it like a loss and go on with the next.
-        ++stats_.tx_errors;
+        const TxGroup &group = tx_groups_[done];
+        if (group.count > 1 && (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT ||
+                                errno == EOPNOTSUPP || errno == EMSGSIZE)) {
+            // The kernel refuses the offload on this route: send one by one from here on.
+            link_log_error("udp link %s: segmentation offload refused (%m) for %u datagrams of "
+                           "%u bytes to %s; sending datagrams one by one",
+                           local_addr_.to_string().c_str(), group.count, group.seg,
+                           dgrams[group.first].dst.to_string().c_str());
+            gso_ = false;
+            *regroup = true;
+            break;
+        }
+        // A hard error on message `done`: drop its datagrams like a loss and go on.
+        stats_.tx_errors += group.count;
+        datagrams += group.count;
         if (tx_log_.allow()) {
-            link_log_error("udp link %s: sendmmsg to %s failed, datagram dropped: %m",
-                           local_addr_.to_string().c_str(), dgrams[done].dst.to_string().c_str());
+            link_log_error("udp link %s: sendmmsg to %s failed, %u datagram(s) dropped: %m",
+                           local_addr_.to_string().c_str(),
+                           dgrams[group.first].dst.to_string().c_str(), group.count);
         }
         ++done;
     }
-    return done;
+    return datagrams;
 }
 
 uint32_t UdpLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
@@ -429,8 +503,15 @@ uint32_t UdpLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
     while (done < n) {
         // A batch ends before an invalid datagram, which then starts the next one and is
         // counted only once it is certain to be accepted.
+        tx_msg_count_ = 0;
+        tx_iov_used_ = 0;
         uint32_t m = 0;
-        while (done + m < n && m < batch_size_ && prepare_tx(dgrams[done + m], m)) {
+        while (done + m < n) {
+            uint32_t len = 0;
+            if (tx_invalid_reason(dgrams[done + m], &len) != nullptr ||
+                !add_tx(dgrams + done, m, len)) {
+                break;
+            }
             ++m;
         }
         if (m == 0) {
@@ -439,14 +520,20 @@ uint32_t UdpLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
                 link_log_error("udp link %s: dropping an invalid datagram to %s: %s (%u iov "
                                "entries, mtu %u)", local_addr_.to_string().c_str(),
                                dgrams[done].dst.to_string().c_str(),
-                               tx_invalid_reason(dgrams[done]), dgrams[done].iovcnt, mtu_);
+                               tx_invalid_reason(dgrams[done], nullptr), dgrams[done].iovcnt,
+                               mtu_);
             }
             ++done;
             continue;
         }
-        const uint32_t sent = send_batch(dgrams + done, m);
+        const uint32_t msgs = tx_msg_count_;
+        for (uint32_t i = 0; i < msgs; ++i) {
+            seal_tx(dgrams + done, i);
+        }
+        bool regroup = false;
+        const uint32_t sent = send_batch(dgrams + done, msgs, &regroup);
         done += sent;
-        if (sent < m) {
+        if (sent < m && !regroup) {
             break;
         }
     }

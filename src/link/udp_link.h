@@ -29,8 +29,15 @@
 // report what the kernel granted, as getsockopt reads it (Linux doubles the request to cover
 // its bookkeeping), so a deployment can see a cap it hit.
 //
-// Sending. tx_burst builds one mmsghdr per datagram that points at the caller's iovec (no
-// copy) and sends up to batch_size per sendmmsg call. A datagram that is invalid (longer than
+// Sending. tx_burst builds mmsghdrs that point at the caller's iovecs (no copy) and sends up
+// to batch_size of them per sendmmsg call. With segmentation offload (UDP_SEGMENT, Linux 4.18
+// and later; UdpLinkConfig::gso, on by default) consecutive datagrams to the same destination
+// whose sizes are equal (the last may be shorter) go as one mmsghdr, up to kUdpGsoMaxSegments
+// datagrams and kUdpGsoMaxBytes: the kernel cuts it into the same datagrams on the wire (or at
+// the receiving socket), so the stack is traversed once per group instead of once per
+// datagram. A kernel that refuses a group (EINVAL, EIO, ENOPROTOOPT: no checksum offload on
+// the route, a path MTU below the segment) turns the offload off for the link, logged once,
+// and the datagrams are sent one by one. A datagram that is invalid (longer than
 // mtu(), more than kLinkMaxIov entries, wrong family) or fails with a hard error (any errno
 // but EAGAIN/EWOULDBLOCK/EINTR, e.g. EMSGSIZE, ENOBUFS, ENETUNREACH, or ECONNREFUSED from an
 // earlier ICMP error) is counted in tx_errors, logged (rate-limited) and counts as accepted:
@@ -76,6 +83,12 @@ constexpr uint32_t kUdpDefaultSockBufSize = 8u << 20;
 constexpr uint32_t kUdpDefaultBatchSize = 32;
 // Largest batch: the kernel's limit on datagrams per sendmmsg/recvmmsg call (UIO_MAXIOV).
 constexpr uint32_t kUdpMaxBatchSize = 1024;
+// Most datagrams in one segmentation-offload group (the kernel's UDP_MAX_SEGMENTS is 64 on
+// older kernels).
+constexpr uint32_t kUdpGsoMaxSegments = 64;
+// Most bytes in one segmentation-offload group: the payload limit of one IPv6 UDP packet,
+// which the kernel applies to the unsegmented group.
+constexpr uint32_t kUdpGsoMaxBytes = kUdpMaxMtuIpv6;
 
 struct UdpLinkConfig {
     LinkAddr bind_addr;      // local IPv4 or IPv6 address to bind, or the wildcard (0.0.0.0,
@@ -86,6 +99,8 @@ struct UdpLinkConfig {
                                                      // kernel's defaults
     uint32_t batch_size = kUdpDefaultBatchSize; // datagrams per sendmmsg/recvmmsg call,
                                                 // 1..kUdpMaxBatchSize
+    bool gso = true;         // group equal-sized datagrams with UDP_SEGMENT where the kernel
+                             // supports it
 };
 
 class UdpLink final : public Link {
@@ -113,6 +128,10 @@ public:
     uint32_t rcvbuf() const { return rcvbuf_; }
     // Datagrams per sendmmsg/recvmmsg call.
     uint32_t batch_size() const { return batch_size_; }
+    // Whether datagrams are grouped with UDP_SEGMENT (configured, supported, not refused).
+    bool gso() const { return gso_; }
+    // Sending system-call messages, each one datagram or one segmentation-offload group.
+    uint64_t tx_messages() const { return tx_messages_; }
 
 private:
     // A socket address of either family.
@@ -127,12 +146,26 @@ private:
     srcnic_status_t set_buffers(uint32_t size);
     srcnic_status_t choose_mtu(uint32_t configured);
     // Why dgram cannot be sent (too long, too many iov entries, wrong family), or nullptr.
-    const char *tx_invalid_reason(const TxDatagram &dgram) const;
-    // Points send header `slot` at dgram; false (and nothing done) if dgram is invalid.
-    bool prepare_tx(const TxDatagram &dgram, uint32_t slot);
-    // Sends headers [0, m) (for dgrams[0, m)); returns how many were sent or dropped on a
-    // hard error before the socket would block.
-    uint32_t send_batch(const TxDatagram *dgrams, uint32_t m);
+    // *len_p (if not null) gets the datagram's length when it is valid.
+    const char *tx_invalid_reason(const TxDatagram &dgram, uint32_t *len_p) const;
+    // One send message: `count` consecutive datagrams from `first`, `seg` bytes each (the
+    // last may be shorter), `bytes` in all.
+    struct TxGroup {
+        uint32_t first;
+        uint32_t count;
+        uint32_t seg;
+        uint32_t last;       // bytes of the last datagram
+        uint32_t bytes;
+    };
+    // Adds dgrams[index] (valid, `len` bytes) to the batch being built: to the last message if
+    // it can join its group, else as a new message. False (nothing done) if the batch is full.
+    // Indexes are relative to the batch's first datagram, dgrams.
+    bool add_tx(const TxDatagram *dgrams, uint32_t index, uint32_t len);
+    // Finishes send header `msg` (name, gather list, offload control message).
+    void seal_tx(const TxDatagram *dgrams, uint32_t msg);
+    // Sends messages [0, msgs); returns how many datagrams were sent or dropped on a hard
+    // error before the socket would block (or the offload was turned off: *regroup set).
+    uint32_t send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regroup);
     // Adds the drops a received datagram's SO_RXQ_OVFL message reports to rx_dropped.
     void note_rx_drops(const struct msghdr &hdr);
 
@@ -144,10 +177,17 @@ private:
     uint32_t sndbuf_ = 0;          // granted send buffer, bytes (getsockopt)
     uint32_t rcvbuf_ = 0;          // granted receive buffer, bytes (getsockopt)
     uint32_t rx_drops_seen_ = 0;   // last SO_RXQ_OVFL value the kernel reported, datagrams
+    bool gso_ = false;             // grouping with UDP_SEGMENT
+    uint64_t tx_messages_ = 0;     // messages sendmmsg accepted
     LinkStats stats_;              // counters (see link.h)
 
     std::unique_ptr<struct mmsghdr[]> tx_msgs_;  // batch_size_ send headers
     std::unique_ptr<SockAddr[]> tx_names_;       // destination of each send header
+    std::unique_ptr<TxGroup[]> tx_groups_;       // datagrams of each send header
+    std::unique_ptr<struct iovec[]> tx_iov_;     // gather lists of a batch, concatenated
+    uint32_t tx_iov_used_ = 0;                   //   entries in use
+    uint32_t tx_msg_count_ = 0;                  // send headers of the batch being built
+    std::unique_ptr<uint8_t[]> tx_control_;      // per send header: the UDP_SEGMENT message
     std::unique_ptr<struct mmsghdr[]> rx_msgs_;  // batch_size_ receive headers
     std::unique_ptr<SockAddr[]> rx_names_;       // source of each received datagram
     std::unique_ptr<struct iovec[]> rx_iov_;     // one iovec per receive header (caller slot)

@@ -460,6 +460,7 @@ TEST(UdpLink, tx_burst__would_block_returns_the_count_accepted)
     MockGuard guard;
     UdpLinkConfig cfg = config_for("127.0.0.1");
     cfg.batch_size = 4;
+    cfg.gso = false;   // the mock counts datagrams as messages
     std::unique_ptr<Link> a = open_link(cfg);
     std::unique_ptr<Link> b = open_link(cfg);
     ASSERT_TRUE(a && b);
@@ -483,7 +484,9 @@ TEST(UdpLink, tx_burst__would_block_returns_the_count_accepted)
 TEST(UdpLink, tx_burst__hard_error_counted_as_accepted)
 {
     MockGuard guard;
-    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    UdpLinkConfig cfg = config_for("127.0.0.1");
+    cfg.gso = false;   // the mock counts datagrams as messages
+    std::unique_ptr<Link> a = open_link(cfg);
     std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
     ASSERT_TRUE(a && b);
     const auto payloads = make_payloads(std::vector<uint32_t>(10, 64), 5);
@@ -616,6 +619,143 @@ TEST(UdpLink, event_fd__readable_only_while_datagrams_are_queued)
     EXPECT_EQ(20u, slot.len);
     EXPECT_FALSE(readable_now(b->event_fd()));
     EXPECT_EQ(0u, b->rx_burst(&slot, 1));
+}
+
+// --- segmentation offload (UDP_SEGMENT) ---
+
+UdpLink &as_udp(Link &link)
+{
+    return static_cast<UdpLink &>(link);
+}
+
+TEST(UdpLink, tx_burst__equal_sizes_go_as_one_offload_group_and_arrive_as_datagrams)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    if (!as_udp(*a).gso()) {
+        GTEST_SKIP() << "the kernel has no UDP_SEGMENT";
+    }
+    // 20 of 1000 bytes and a shorter last one: one group. Then 300 (a group of its own
+    // size), 300, 2000 (longer than its group's segments: a new message), 10.
+    std::vector<uint32_t> lens(20, 1000);
+    lens.push_back(999);
+    for (uint32_t len : {300u, 300u, 2000u, 10u}) {
+        lens.push_back(len);
+    }
+    const auto payloads = make_payloads(lens, 11);
+    ASSERT_EQ(lens.size(), send_all(*a, payloads, b->local_addr()));
+    EXPECT_EQ(3u, as_udp(*a).tx_messages());   // {1000 x20, 999}, {300, 300}, {2000, 10}
+    EXPECT_EQ(lens.size(), a->stats().tx_datagrams);
+
+    const auto got = receive(*b, payloads.size(), b->mtu());
+    ASSERT_EQ(payloads.size(), got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(payloads[i], got[i].data) << "datagram " << i;
+    }
+    EXPECT_EQ(lens.size(), b->stats().rx_datagrams);
+}
+
+TEST(UdpLink, tx_burst__offload_group_ends_at_a_new_destination_and_at_64_segments)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && c);
+    if (!as_udp(*a).gso()) {
+        GTEST_SKIP() << "the kernel has no UDP_SEGMENT";
+    }
+    // 100 datagrams of 100 bytes: 0..69 to b, 70..99 to c.
+    const auto payloads = make_payloads(std::vector<uint32_t>(100, 100), 12);
+    std::vector<struct iovec> iov(payloads.size());
+    std::vector<TxDatagram> dgrams(payloads.size());
+    for (size_t i = 0; i < payloads.size(); ++i) {
+        iov[i] = {const_cast<uint8_t *>(payloads[i].data()), payloads[i].size()};
+        dgrams[i] = TxDatagram{&iov[i], 1, i < 70 ? b->local_addr() : c->local_addr()};
+    }
+    uint32_t sent = 0;
+    while (sent < dgrams.size()) {   // the batch of 32 messages may end a call early
+        const uint32_t n = a->tx_burst(dgrams.data() + sent, static_cast<uint32_t>(dgrams.size() - sent));
+        ASSERT_NE(0u, n);
+        sent += n;
+    }
+    // b: a group of 64 and one of 6; c: one of 30.
+    EXPECT_EQ(3u, as_udp(*a).tx_messages());
+    const auto at_b = receive(*b, 70, b->mtu());
+    const auto at_c = receive(*c, 30, c->mtu());
+    ASSERT_EQ(70u, at_b.size());
+    ASSERT_EQ(30u, at_c.size());
+    for (size_t i = 0; i < 70; ++i) {
+        EXPECT_EQ(payloads[i], at_b[i].data) << "datagram " << i;
+    }
+    for (size_t i = 0; i < 30; ++i) {
+        EXPECT_EQ(payloads[70 + i], at_c[i].data) << "datagram " << 70 + i;
+    }
+}
+
+TEST(UdpLink, tx_burst__offload_refused_by_the_kernel_falls_back_to_datagrams)
+{
+    MockGuard guard;
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    if (!as_udp(*a).gso()) {
+        GTEST_SKIP() << "the kernel has no UDP_SEGMENT";
+    }
+    // The first call (one group of 10) fails with EIO, as on a route without checksum
+    // offload / expect the offload off and all 10 delivered one by one, none counted lost.
+    const auto payloads = make_payloads(std::vector<uint32_t>(10, 64), 13);
+    g_send_plan = MockPlan{a->event_fd(), 0, 1, EIO, 0};
+    EXPECT_EQ(10u, send_all(*a, payloads, b->local_addr()));
+    EXPECT_EQ(1u, g_send_plan.failed);
+    EXPECT_FALSE(as_udp(*a).gso());
+    EXPECT_EQ(10u, a->stats().tx_datagrams);
+    EXPECT_EQ(0u, a->stats().tx_errors);
+    const auto got = receive(*b, 10, b->mtu());
+    ASSERT_EQ(10u, got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(payloads[i], got[i].data) << "datagram " << i;
+    }
+}
+
+TEST(UdpLink, tx_burst__hard_error_on_a_group_drops_the_group)
+{
+    MockGuard guard;
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    if (!as_udp(*a).gso()) {
+        GTEST_SKIP() << "the kernel has no UDP_SEGMENT";
+    }
+    // Groups {64 x5}, {200 x5}; the first fails with ECONNREFUSED / expect its 5 datagrams
+    // counted as errors and accepted, the second group delivered.
+    std::vector<uint32_t> lens(5, 64);
+    lens.insert(lens.end(), 5, 200);
+    const auto payloads = make_payloads(lens, 14);
+    g_send_plan = MockPlan{a->event_fd(), 0, 1, ECONNREFUSED, 0};
+    EXPECT_EQ(10u, send_all(*a, payloads, b->local_addr()));
+    EXPECT_EQ(5u, a->stats().tx_errors);
+    EXPECT_EQ(5u, a->stats().tx_datagrams);
+    EXPECT_TRUE(as_udp(*a).gso());
+    const auto got = receive(*b, 5, b->mtu());
+    ASSERT_EQ(5u, got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(payloads[5 + i], got[i].data) << "datagram " << 5 + i;
+    }
+}
+
+TEST(UdpLink, open__gso_can_be_turned_off)
+{
+    UdpLinkConfig cfg = config_for("127.0.0.1");
+    cfg.gso = false;
+    std::unique_ptr<Link> a = open_link(cfg);
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    EXPECT_FALSE(as_udp(*a).gso());
+    const auto payloads = make_payloads(std::vector<uint32_t>(10, 64), 15);
+    EXPECT_EQ(10u, send_all(*a, payloads, b->local_addr()));
+    EXPECT_EQ(10u, as_udp(*a).tx_messages());
+    EXPECT_EQ(10u, receive(*b, 10, b->mtu()).size());
 }
 
 } // namespace
