@@ -234,6 +234,13 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     }
     std::memset(tx_msgs_.get(), 0, sizeof(struct mmsghdr) * batch_size_);
     std::memset(rx_msgs_.get(), 0, sizeof(struct mmsghdr) * batch_size_);
+    for (uint32_t i = 0; i < batch_size_; ++i) {
+        struct msghdr &hdr = rx_msgs_[i].msg_hdr;
+        hdr.msg_name = &rx_names_[i];
+        hdr.msg_iov = &rx_iov_[i];
+        hdr.msg_iovlen = 1;
+        hdr.msg_control = &rx_control_[kRxControlSize * i];
+    }
     std::memset(tx_control_.get(), 0, kTxControlSize * batch_size_);
     // Segmentation offload where the kernel knows the option (a size of 0 leaves datagrams
     // alone; each group sets its own size).
@@ -561,17 +568,15 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
     uint32_t errors = 0;
     while (filled < n) {
         const uint32_t m = n - filled < batch_size_ ? n - filled : batch_size_;
+        // The pointers into rx_names_, rx_iov_ and rx_control_ never change (set in init);
+        // the caller's slots usually do not either (the Nic keeps its slots posted), so most
+        // calls only reset what the kernel writes back.
         for (uint32_t i = 0; i < m; ++i) {
             struct msghdr &hdr = rx_msgs_[i].msg_hdr;
             rx_iov_[i].iov_base = slots[filled + i].buf;
             rx_iov_[i].iov_len = slots[filled + i].capacity;
-            hdr.msg_name = &rx_names_[i];
             hdr.msg_namelen = sizeof(SockAddr);
-            hdr.msg_iov = &rx_iov_[i];
-            hdr.msg_iovlen = 1;
-            hdr.msg_control = &rx_control_[kRxControlSize * i];
             hdr.msg_controllen = kRxControlSize;
-            hdr.msg_flags = 0;
         }
         const int got = ::recvmmsg(fd_, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
         if (got < 0) {

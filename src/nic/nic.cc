@@ -160,8 +160,10 @@ unsigned Nic::progress()
     // answers, retransmissions) goes out in the same call.
     tx_blocked_ = false;
     unsigned n = requester_take();
-    n += tx_schedule(now_ns(), false);
-    tx_flush();
+    if (!active_.empty()) {
+        n += tx_schedule(now_ns(), false);
+        tx_flush();
+    }
     const unsigned got = rx_poll();
     if (got != 0) {
         n += got + tx_schedule(now_ns(), true);
