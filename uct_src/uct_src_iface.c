@@ -45,7 +45,7 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      ucs_offsetof(uct_src_iface_config_t, rx_queue_len), UCS_CONFIG_TYPE_UINT},
 
     {"MTU", "0",
-     "Largest datagram the engine sends, bytes; 0 chooses the interface's, at most 16k.",
+     "Largest datagram the engine sends, bytes; 0 chooses the interface's (65000 on loopback).",
      ucs_offsetof(uct_src_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"WINDOW", "128",
@@ -82,7 +82,8 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      ucs_offsetof(uct_src_iface_config_t, max_inflight), UCS_CONFIG_TYPE_UINT},
 
     {"RX_BUFFERS", "256",
-     "Packet buffers per engine for reception and reordering.",
+     "Packet buffers per engine for reception and reordering, one datagram each; their\n"
+     "memory is reserved, and becomes resident only as datagrams are written to it.",
      ucs_offsetof(uct_src_iface_config_t, rx_buffers), UCS_CONFIG_TYPE_UINT},
 
     {"SOCK_BUF", "8m",
