@@ -87,6 +87,7 @@ typedef struct uct_src_iface_config {
     size_t             sock_buf;         /* SOCK_BUF: socket buffer, bytes */
     unsigned           job_key;          /* JOB_KEY: peers must use the same key */
     double             async_interval;   /* ASYNC_INTERVAL: background progress period, s */
+    double             tx_coalesce;      /* TX_COALESCE: sends this soon after a doorbell wait, s */
     double             fault_drop;       /* FAULT_DROP: test only, receive loss probability */
     double             fault_corrupt;    /* FAULT_CORRUPT: test only, corruption probability */
     unsigned long      fault_seed;       /* FAULT_SEED: test only */
@@ -126,6 +127,8 @@ typedef struct uct_src_iface {
     uint32_t              next_ep_tag;   /* labels endpoints' WQEs for per-ep cancellation */
     ucs_list_link_t       linger_eps;    /* destroyed eps waiting for their sends to complete */
     int                   async_timer_id;/* background progress timer, or -1 */
+    ucs_time_t            tx_coalesce;   /* TX_COALESCE */
+    ucs_time_t            tx_doorbell;   /* when the last doorbell's transmission ended */
 } uct_src_iface_t;
 
 

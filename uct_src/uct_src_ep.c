@@ -279,6 +279,15 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
     ucs_list_add_tail(&ep->outstanding, &desc->list);
     if (ucs_unlikely(ep->flags & UCT_SRC_EP_FLAG_INVALIDATED)) {
         srcnic_qp_cancel(iface->qp, ep->dest, ep->tag); /* completes CANCELED, sends nothing */
+        return UCS_OK;
+    }
+    /* The doorbell: a send leaves now, unless it follows the last immediate transmission
+     * closely (a burst), in which case it leaves with the rest of the burst on the next
+     * progress call. Either way it does not wait for the application to progress when the
+     * application posts one message and turns to something else. */
+    if ((ucs_get_time() - iface->tx_doorbell) >= iface->tx_coalesce) {
+        srcnic_nic_transmit(iface->nic);
+        iface->tx_doorbell = ucs_get_time();
     }
     return UCS_OK;
 }

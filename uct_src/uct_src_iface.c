@@ -96,6 +96,13 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "must agree on it.",
      ucs_offsetof(uct_src_iface_config_t, job_key), UCS_CONFIG_TYPE_UINT},
 
+    {"TX_COALESCE", "5us",
+     "A send posted this long or longer after the previous immediate transmission leaves at\n"
+     "once; one posted sooner joins the burst and leaves with it on the next progress call\n"
+     "(or the background timer), so that bursts reach the kernel together. 0 transmits\n"
+     "every send as it is posted.",
+     ucs_offsetof(uct_src_iface_config_t, tx_coalesce), UCS_CONFIG_TYPE_TIME},
+
     {"ASYNC_INTERVAL", "10ms",
      "Period of background progress (acknowledgements, retransmissions) while the\n"
      "application does not call progress.",
@@ -367,12 +374,15 @@ static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
 }
 
 /* Background progress: only the engine (acks, retransmissions, placing data into posted
- * buffers); completions stay queued for the application's own progress. */
+ * buffers); completions stay queued for the application's own progress. The engine holds an
+ * acknowledgement that a sender asked for until its next call, for a reply to carry; no reply
+ * is coming from here, so the doorbell sends it now. */
 static void uct_src_iface_async_progress(int id, ucs_event_set_types_t events, void *arg)
 {
     uct_src_iface_t *iface = arg;
 
     srcnic_nic_progress(iface->nic);
+    srcnic_nic_transmit(iface->nic);
 }
 
 static ucs_status_t uct_src_iface_flush(uct_iface_h tl_iface, unsigned flags,
@@ -479,6 +489,8 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->nic            = NULL;
     self->qp             = NULL;
     self->async_timer_id = -1;
+    self->tx_coalesce    = ucs_time_from_sec(config->tx_coalesce);
+    self->tx_doorbell    = 0;
     self->tx_outstanding = 0;
     self->rx_posted      = 0;
     self->pending_ep     = NULL;

@@ -79,6 +79,13 @@ size_t srcnic_nic_max_msg(const srcnic_nic_t *nic);
  * number of packets and completions handled (0 = idle). Never blocks. */
 unsigned srcnic_nic_progress(srcnic_nic_t *nic);
 
+/* The doorbell: transmits what the send rings hold (within the connections' windows) and the
+ * acknowledgements that are due, and receives nothing. Work posted to a send ring otherwise
+ * leaves on the next srcnic_nic_progress(); ringing after a post sends it at once, without
+ * waiting for the caller's next progress call. Returns the number of WQEs and packets handled.
+ * Never blocks. */
+unsigned srcnic_nic_transmit(srcnic_nic_t *nic);
+
 /* A file descriptor that polls readable when progress has work (a packet arrived or a timer
  * is due), after srcnic_nic_arm() returned OK. */
 int srcnic_nic_event_fd(const srcnic_nic_t *nic);

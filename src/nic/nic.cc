@@ -153,17 +153,23 @@ void Nic::kick()
     }
 }
 
-unsigned Nic::progress()
+unsigned Nic::transmit()
 {
-    // New work goes out before the poll for what came in: a reply posted after the last call
-    // leaves without waiting behind a receive system call. What the receive produced (acks,
-    // answers, retransmissions) goes out in the same call.
     tx_blocked_ = false;
     unsigned n = requester_take();
     if (!active_.empty()) {
         n += tx_schedule(now_ns(), false);
         tx_flush();
     }
+    return n;
+}
+
+unsigned Nic::progress()
+{
+    // New work goes out before the poll for what came in: a reply posted after the last call
+    // leaves without waiting behind a receive system call. What the receive produced (acks,
+    // answers, retransmissions) goes out in the same call.
+    unsigned n = transmit();
     const unsigned got = rx_poll();
     if (got != 0) {
         n += got + tx_schedule(now_ns(), true);

@@ -65,6 +65,8 @@ public:
     const srcnic_nic_addr_t &addr() const { return addr_; }
     size_t max_msg() const { return max_msg_; }
     unsigned progress();
+    // The first half of progress(): send rings -> connections -> link; no receive.
+    unsigned transmit();
     int event_fd() const { return epoll_fd_; }
     srcnic_status_t arm();
 

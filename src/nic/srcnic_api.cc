@@ -81,6 +81,11 @@ unsigned srcnic_nic_progress(srcnic_nic_t *nic)
     return to_nic(nic)->progress();
 }
 
+unsigned srcnic_nic_transmit(srcnic_nic_t *nic)
+{
+    return to_nic(nic)->transmit();
+}
+
 int srcnic_nic_event_fd(const srcnic_nic_t *nic)
 {
     return to_nic(nic)->event_fd();

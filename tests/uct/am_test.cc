@@ -430,4 +430,44 @@ TEST_F(UctSrc, am_short__null_payload_of_zero_length_accepted)
 }
 
 }  // namespace
+
+// --- the doorbell: a send leaves without the sender's progress ---
+
+// Side a does no background progress; whatever a sends leaves only through the doorbell in
+// the send call, or when the test progresses a.
+class UctSrcQuietSender : public UctSrc {
+protected:
+    bool quiet(int side) const override { return side == 0; }
+};
+
+TEST_F(UctSrcQuietSender, am_short__leaves_without_the_senders_progress)
+{
+    // a sends one message and never progresses / expect b to receive it
+    const uint64_t payload = 0x5eed;
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 7, &payload, sizeof(payload)));
+    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == 1; }, 5.0))
+        << "the message waited for the sender's progress";
+}
+
+class UctSrcQuietSenderCoalescing : public UctSrcQuietSender {
+protected:
+    std::vector<ConfigKv> config_for(int side) const override
+    {
+        return {{"TX_COALESCE", "1000s"}};
+    }
+};
+
+TEST_F(UctSrcQuietSenderCoalescing, am_short__burst_after_the_doorbell_waits_for_progress)
+{
+    // a sends two messages back to back; TX_COALESCE keeps the second with the burst / expect
+    // the first at b without a's progress, the second only once a progresses
+    const uint64_t payload = 0x5eed;
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
+    ASSERT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == 1; }, 5.0));
+    progress_for(0.2, &b_);
+    EXPECT_EQ(1u, b_.rx.size()) << "the second send left before the sender progressed";
+    EXPECT_TRUE(wait_for([&] { return b_.rx.size() == 2; }));
+}
+
 }  // namespace uct_src_test

@@ -18,7 +18,7 @@ fi
 cfg=$(LD_PRELOAD=$(module_preload) run_bounded 60 ucx_info -c -f 2>&1) ||
     { echo "$cfg"; fail "ucx_info -c -f failed"; }
 for v in SEG_SIZE TX_QUEUE_LEN RX_QUEUE_LEN MTU WINDOW RTO RTO_MAX RETRY_COUNT PEER_TIMEOUT \
-         RNR_DELAY MAX_CONNECTIONS MAX_INFLIGHT RX_BUFFERS SOCK_BUF JOB_KEY ASYNC_INTERVAL \
+         RNR_DELAY MAX_CONNECTIONS MAX_INFLIGHT RX_BUFFERS SOCK_BUF JOB_KEY TX_COALESCE ASYNC_INTERVAL \
          FAULT_DROP FAULT_CORRUPT FAULT_SEED; do
     echo "$cfg" | grep -q "^UCX_SRC_$v=" || fail "UCX_SRC_$v is not documented in ucx_info -c -f"
 done
