@@ -93,6 +93,11 @@ public:
     // datagrams, or -1 if the link has none (then the caller must poll).
     virtual int event_fd() const = 0;
 
+    // True while the link holds received datagrams that event_fd() does not announce (already
+    // taken from the medium, not yet returned by rx_burst): the caller must not sleep on the
+    // fd but call rx_burst again.
+    virtual bool rx_pending() const { return false; }
+
     virtual const LinkStats &stats() const = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -18,8 +19,9 @@ namespace srcnic {
 
 namespace {
 
-// Control buffer per received datagram: room for one SO_RXQ_OVFL message, bytes.
-constexpr size_t kRxControlSize = CMSG_SPACE(sizeof(uint32_t));
+// Control buffer per received datagram: room for one SO_RXQ_OVFL and one UDP_GRO message,
+// bytes.
+constexpr size_t kRxControlSize = CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int));
 // Control buffer per send message: room for one UDP_SEGMENT message, bytes.
 constexpr size_t kTxControlSize = CMSG_SPACE(sizeof(uint16_t));
 // Gather-list entries per send batch: batch_size datagrams of at most kLinkMaxIov entries.
@@ -247,6 +249,16 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     const int no_segment = 0;
     gso_ = cfg.gso && batch_size_ > 1 &&
            ::setsockopt(fd_, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof(no_segment)) == 0;
+    // Receive aggregation where datagrams are small enough for an aggregate to hold several.
+    if (cfg.gro && mtu_ <= kUdpGroMaxMtu) {
+        gro_mem_.reset(new (std::nothrow) uint8_t[kUdpGroBuffers * kUdpGroBufferSize]);
+        const int one_flag = 1;
+        gro_ = gro_mem_ != nullptr &&
+               ::setsockopt(fd_, SOL_UDP, UDP_GRO, &one_flag, sizeof(one_flag)) == 0;
+        if (!gro_) {
+            gro_mem_.reset();
+        }
+    }
     return SRCNIC_OK;
 }
 
@@ -547,23 +559,68 @@ uint32_t UdpLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
     return done;
 }
 
-void UdpLink::note_rx_drops(const struct msghdr &hdr)
+uint32_t UdpLink::note_rx_control(const struct msghdr &hdr)
 {
+    uint32_t seg = 0;
     for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&hdr); cmsg != nullptr;
          cmsg = CMSG_NXTHDR(const_cast<struct msghdr *>(&hdr), cmsg)) {
-        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SO_RXQ_OVFL) {
-            continue;
+        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SO_RXQ_OVFL) {
+            uint32_t drops;
+            std::memcpy(&drops, CMSG_DATA(cmsg), sizeof(drops));
+            // The kernel's counter is cumulative and 32 bits wide; add what is new, modulo 2^32.
+            stats_.rx_dropped += static_cast<uint32_t>(drops - rx_drops_seen_);
+            rx_drops_seen_ = drops;
+        } else if (cmsg->cmsg_level == SOL_UDP && cmsg->cmsg_type == UDP_GRO) {
+            int size;
+            std::memcpy(&size, CMSG_DATA(cmsg), sizeof(size));
+            seg = size > 0 ? static_cast<uint32_t>(size) : 0;
         }
-        uint32_t drops;
-        std::memcpy(&drops, CMSG_DATA(cmsg), sizeof(drops));
-        // The kernel's counter is cumulative and 32 bits wide; add what is new, modulo 2^32.
-        stats_.rx_dropped += static_cast<uint32_t>(drops - rx_drops_seen_);
-        rx_drops_seen_ = drops;
     }
+    return seg;
+}
+
+void UdpLink::take_source(uint32_t i, LinkAddr *out) const
+{
+    const SockAddr &name = rx_names_[i];
+    *out = LinkAddr();
+    out->family = family_;
+    if (family_ == AF_INET) {
+        out->port = ntohs(name.in.sin_port);
+        std::memcpy(out->ip, &name.in.sin_addr, 4);
+    } else {
+        out->port = ntohs(name.in6.sin6_port);
+        std::memcpy(out->ip, &name.in6.sin6_addr, 16);
+        out->scope_id = name.in6.sin6_scope_id;
+    }
+}
+
+int UdpLink::receive_batch(uint32_t m)
+{
+    for (uint32_t i = 0; i < m; ++i) {
+        rx_msgs_[i].msg_hdr.msg_namelen = sizeof(SockAddr);
+        rx_msgs_[i].msg_hdr.msg_controllen = kRxControlSize;
+    }
+    const int got = ::recvmmsg(fd_, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+    if (got >= 0) {
+        return got;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        return 0;
+    }
+    // A pending socket error (e.g. ECONNREFUSED from ICMP) is reported once and cleared by
+    // this call; the datagrams behind it are still queued.
+    ++stats_.rx_errors;
+    if (rx_log_.allow()) {
+        link_log_error("udp link %s: recvmmsg failed: %m", local_addr_.to_string().c_str());
+    }
+    return -1;
 }
 
 uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
 {
+    if (gro_) {
+        return rx_burst_gro(slots, n);
+    }
     uint32_t filled = 0;
     uint32_t errors = 0;
     while (filled < n) {
@@ -572,24 +629,11 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
         // the caller's slots usually do not either (the Nic keeps its slots posted), so most
         // calls only reset what the kernel writes back.
         for (uint32_t i = 0; i < m; ++i) {
-            struct msghdr &hdr = rx_msgs_[i].msg_hdr;
             rx_iov_[i].iov_base = slots[filled + i].buf;
             rx_iov_[i].iov_len = slots[filled + i].capacity;
-            hdr.msg_namelen = sizeof(SockAddr);
-            hdr.msg_controllen = kRxControlSize;
         }
-        const int got = ::recvmmsg(fd_, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+        const int got = receive_batch(m);
         if (got < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-                break;
-            }
-            // A pending socket error (e.g. ECONNREFUSED from ICMP) is reported once and
-            // cleared by this call; the datagrams behind it are still queued.
-            ++stats_.rx_errors;
-            if (rx_log_.allow()) {
-                link_log_error("udp link %s: recvmmsg failed: %m",
-                               local_addr_.to_string().c_str());
-            }
             if (++errors >= kMaxRxErrorsPerBurst) {
                 break;
             }
@@ -601,7 +645,7 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
         for (uint32_t i = 0; i < static_cast<uint32_t>(got); ++i) {
             const struct mmsghdr &msg = rx_msgs_[i];
             const RxDatagram &slot = slots[filled + i];
-            note_rx_drops(msg.msg_hdr);
+            note_rx_control(msg.msg_hdr);
             if (msg.msg_len > slot.capacity || (msg.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
                 ++stats_.rx_oversize;
                 if (rx_log_.allow()) {
@@ -616,23 +660,88 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
                 std::memmove(out.buf, slot.buf, msg.msg_len);
             }
             out.len = msg.msg_len;
-            const SockAddr &name = rx_names_[i];
-            out.src = LinkAddr();
-            out.src.family = family_;
-            if (family_ == AF_INET) {
-                out.src.port = ntohs(name.in.sin_port);
-                std::memcpy(out.src.ip, &name.in.sin_addr, 4);
-            } else {
-                out.src.port = ntohs(name.in6.sin6_port);
-                std::memcpy(out.src.ip, &name.in6.sin6_addr, 16);
-                out.src.scope_id = name.in6.sin6_scope_id;
-            }
+            take_source(i, &out.src);
             ++stats_.rx_datagrams;
             stats_.rx_bytes += msg.msg_len;
             ++kept;
         }
         filled += kept;
         if (static_cast<uint32_t>(got) < m) {
+            break;
+        }
+    }
+    return filled;
+}
+
+uint32_t UdpLink::rx_burst_gro(RxDatagram *slots, uint32_t n)
+{
+    uint32_t filled = 0;
+    uint32_t errors = 0;
+    bool queue_empty = false;
+    while (filled < n) {
+        // Copy staged datagrams out, in order.
+        while (gro_count_ != 0 && filled < n) {
+            GroStaged &st = gro_staged_[gro_head_];
+            const uint32_t len = std::min(st.seg, st.end - st.off);
+            RxDatagram &slot = slots[filled];
+            if (len > slot.capacity) {
+                ++stats_.rx_oversize;
+                if (rx_log_.allow()) {
+                    link_log_error("udp link %s: dropping a %u-byte datagram: longer than the "
+                                   "receive slot (%u bytes)", local_addr_.to_string().c_str(),
+                                   len, slot.capacity);
+                }
+            } else {
+                std::memcpy(slot.buf, &gro_mem_[st.buf * kUdpGroBufferSize + st.off], len);
+                slot.len = len;
+                slot.src = st.src;
+                ++stats_.rx_datagrams;
+                stats_.rx_bytes += len;
+                ++filled;
+            }
+            st.off += len;
+            if (st.off >= st.end) {
+                ++gro_head_;
+                --gro_count_;
+            }
+        }
+        if (filled == n || queue_empty) {
+            break;
+        }
+        // Everything staged is out: stage the next aggregates.
+        const uint32_t m = std::min(kUdpGroBuffers, batch_size_);
+        for (uint32_t i = 0; i < m; ++i) {
+            rx_iov_[i].iov_base = &gro_mem_[i * kUdpGroBufferSize];
+            rx_iov_[i].iov_len = kUdpGroBufferSize;
+        }
+        const int got = receive_batch(m);
+        if (got < 0) {
+            if (++errors >= kMaxRxErrorsPerBurst) {
+                break;
+            }
+            continue;
+        }
+        gro_head_ = 0;
+        gro_count_ = 0;
+        for (uint32_t i = 0; i < static_cast<uint32_t>(got); ++i) {
+            const struct mmsghdr &msg = rx_msgs_[i];
+            const uint32_t seg = note_rx_control(msg.msg_hdr);
+            if ((msg.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
+                ++stats_.rx_oversize;   // longer than a UDP payload can be: not expected
+                continue;
+            }
+            GroStaged &st = gro_staged_[gro_count_++];
+            st.buf = i;
+            st.off = 0;
+            st.end = msg.msg_len;
+            st.seg = seg != 0 ? seg : msg.msg_len;
+            take_source(i, &st.src);
+            if (st.seg < st.end) {
+                ++rx_aggregates_;
+            }
+        }
+        queue_empty = static_cast<uint32_t>(got) < m;
+        if (got == 0) {
             break;
         }
     }

@@ -46,6 +46,16 @@
 // never blocks: a peer that does not read makes the kernel drop datagrams at the receiver
 // (visible there as rx_dropped), not block the sender.
 //
+// Receive offload. With UdpLinkConfig::gro (on by default) and a datagram size of at most
+// kUdpGroMaxMtu, the socket accepts aggregates (UDP_GRO): the kernel hands several
+// consecutive datagrams of one sender and size to one receive call, as it received them from
+// a sender that used segmentation offload, instead of cutting them up and queueing each. The
+// link receives aggregates into kUdpGroBuffers staging buffers of 64 KiB and copies each
+// datagram into a caller slot; datagrams that find no free slot stay staged for the next
+// rx_burst (rx_pending() is true meanwhile: the socket's fd does not announce them). With
+// larger datagrams (loopback) an aggregate would rarely hold two, so the copy is not worth it
+// and datagrams are received directly into the caller's slots.
+//
 // Receiving. rx_burst points one mmsghdr at each caller slot and receives up to batch_size
 // per recvmmsg call with MSG_TRUNC, so the kernel reports a datagram's real length: one
 // longer than its slot is dropped and counted in rx_oversize (the datagrams behind it are
@@ -89,6 +99,12 @@ constexpr uint32_t kUdpGsoMaxSegments = 64;
 // Most bytes in one segmentation-offload group: the payload limit of one IPv6 UDP packet,
 // which the kernel applies to the unsegmented group.
 constexpr uint32_t kUdpGsoMaxBytes = kUdpMaxMtuIpv6;
+// Largest datagram size for which receive aggregation is used, bytes.
+constexpr uint32_t kUdpGroMaxMtu = 32768;
+// Staging buffers for received aggregates, and their size in bytes (an aggregate is one UDP
+// payload: at most 65535 bytes).
+constexpr uint32_t kUdpGroBuffers = 8;
+constexpr uint32_t kUdpGroBufferSize = 65536;
 
 struct UdpLinkConfig {
     LinkAddr bind_addr;      // local IPv4 or IPv6 address to bind, or the wildcard (0.0.0.0,
@@ -101,6 +117,8 @@ struct UdpLinkConfig {
                                                 // 1..kUdpMaxBatchSize
     bool gso = true;         // group equal-sized datagrams with UDP_SEGMENT where the kernel
                              // supports it
+    bool gro = true;         // accept receive aggregates (UDP_GRO) where the kernel supports
+                             // it and the datagram size is at most kUdpGroMaxMtu
 };
 
 class UdpLink final : public Link {
@@ -120,6 +138,7 @@ public:
     uint32_t mtu() const override { return mtu_; }
     // The socket itself: readable while a datagram (or a pending error) is queued.
     int event_fd() const override { return fd_; }
+    bool rx_pending() const override { return gro_count_ != 0; }
     const LinkStats &stats() const override { return stats_; }
 
     // Socket send buffer size the kernel granted, bytes, as getsockopt(SO_SNDBUF) reports it.
@@ -130,6 +149,10 @@ public:
     uint32_t batch_size() const { return batch_size_; }
     // Whether datagrams are grouped with UDP_SEGMENT (configured, supported, not refused).
     bool gso() const { return gso_; }
+    // Whether the socket accepts receive aggregates (UDP_GRO).
+    bool gro() const { return gro_; }
+    // Receive calls that returned an aggregate of more than one datagram.
+    uint64_t rx_aggregates() const { return rx_aggregates_; }
     // Sending system-call messages, each one datagram or one segmentation-offload group.
     uint64_t tx_messages() const { return tx_messages_; }
 
@@ -166,8 +189,26 @@ private:
     // Sends messages [0, msgs); returns how many datagrams were sent or dropped on a hard
     // error before the socket would block (or the offload was turned off: *regroup set).
     uint32_t send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regroup);
-    // Adds the drops a received datagram's SO_RXQ_OVFL message reports to rx_dropped.
-    void note_rx_drops(const struct msghdr &hdr);
+    // Adds the drops a received datagram's SO_RXQ_OVFL message reports to rx_dropped, and
+    // returns the segment size of an aggregate (UDP_GRO message), or 0.
+    uint32_t note_rx_control(const struct msghdr &hdr);
+    // Fills received datagram fields of `out` from receive header i's source address.
+    void take_source(uint32_t i, LinkAddr *out) const;
+    // rx_burst with receive aggregation: stage aggregates, copy datagrams out.
+    uint32_t rx_burst_gro(RxDatagram *slots, uint32_t n);
+    // One recvmmsg of up to m datagrams into headers [0, m) (already pointed at buffers);
+    // returns how many were received, 0 if none is queued, -1 on a hard error (counted).
+    int receive_batch(uint32_t m);
+
+    // A staged aggregate: bytes [off, end) of staging buffer `buf` remain, in datagrams of
+    // `seg` bytes (the last may be shorter).
+    struct GroStaged {
+        uint32_t buf;
+        uint32_t off;
+        uint32_t end;
+        uint32_t seg;
+        LinkAddr src;
+    };
 
     int fd_ = -1;                  // the bound UDP socket, non-blocking
     uint8_t family_ = 0;           // AF_INET or AF_INET6
@@ -178,6 +219,12 @@ private:
     uint32_t rcvbuf_ = 0;          // granted receive buffer, bytes (getsockopt)
     uint32_t rx_drops_seen_ = 0;   // last SO_RXQ_OVFL value the kernel reported, datagrams
     bool gso_ = false;             // grouping with UDP_SEGMENT
+    bool gro_ = false;             // receiving aggregates (UDP_GRO)
+    uint64_t rx_aggregates_ = 0;   // aggregates of more than one datagram received
+    std::unique_ptr<uint8_t[]> gro_mem_;        // kUdpGroBuffers x kUdpGroBufferSize
+    GroStaged gro_staged_[kUdpGroBuffers];      // staged aggregates, in arrival order ...
+    uint32_t gro_head_ = 0;                     //   ... the first not yet copied out
+    uint32_t gro_count_ = 0;                    //   ... how many remain
     uint64_t tx_messages_ = 0;     // messages sendmmsg accepted
     LinkStats stats_;              // counters (see link.h)
 

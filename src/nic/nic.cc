@@ -184,6 +184,9 @@ srcnic_status_t Nic::arm()
     while (read(kick_fd_, &drained, sizeof(drained)) > 0) {
     }
     armed_ = false;
+    if (link_->rx_pending()) {
+        return SRCNIC_ERR_BUSY;
+    }
     for (const Qp *qp : qps_) {
         if (qp != nullptr && (!qp->cq_empty() || !const_cast<Qp *>(qp)->sq().empty())) {
             return SRCNIC_ERR_BUSY;
