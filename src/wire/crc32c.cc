@@ -8,7 +8,9 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <immintrin.h>
 #include <nmmintrin.h>
+#include <wmmintrin.h>
 #endif
 
 namespace srcnic {
@@ -168,10 +170,154 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw_raw(uint32_t reg, const uin
 }
 #endif
 
+#if defined(__x86_64__)
+// Folding with carry-less multiplication. A 16-byte chunk A of the message stands for the
+// polynomial a(x) whose highest coefficients are the first bits of the stream (the reflected
+// convention of CRC-32C): the low quadword of a little-endian load holds the upper half,
+// a = lo(x) x^64 + hi(x). Moving A forward by D bits multiplies it by x^D; modulo P only
+// a 32-bit remainder per half is needed:
+//     a x^D == lo(x) (x^(D+64) mod P) + hi(x) (x^D mod P)        (mod P)
+// and pclmulqdq on reflected operands returns x times the product, so each constant is
+// x^(D+63) or x^(D-1) modulo P, reflected, in the upper half of a quadword. The folded value
+// then replaces A, XORed into the chunk D bits later: the CRC of the message is unchanged.
+// With VPCLMULQDQ sixteen chunks are folded side by side (below), then joined; the last 16
+// folded bytes and the tail go through the crc32 instruction, which also does the final
+// reduction. (Folding 128 bits at a time with plain PCLMULQDQ measured 11.5 GB/s here, below
+// the three crc32 chains, so it is not used on its own.)
+uint32_t reflect32(uint32_t v)
+{
+    uint32_t r = 0;
+    for (int i = 0; i < 32; i++) {
+        r |= ((v >> i) & 1u) << (31 - i);
+    }
+    return r;
+}
+
+// x^n mod P, P = x^32 + 0x1EDC6F41 (normal bit order: bit d is the coefficient of x^d).
+uint32_t xpow_mod(unsigned n)
+{
+    uint64_t r = 1;
+    for (unsigned i = 0; i < n; i++) {
+        r <<= 1;
+        if (r & (1ull << 32)) {
+            r ^= 0x11EDC6F41ull;
+        }
+    }
+    return static_cast<uint32_t>(r);
+}
+
+struct FoldConstant {
+    uint64_t lo;   // multiplies the low quadword (upper half of the chunk's polynomial)
+    uint64_t hi;   // multiplies the high quadword
+};
+
+FoldConstant fold_constant(unsigned distance_bits)
+{
+    return {static_cast<uint64_t>(reflect32(xpow_mod(distance_bits + 63))) << 32,
+            static_cast<uint64_t>(reflect32(xpow_mod(distance_bits - 1))) << 32};
+}
+
+__attribute__((target("sse4.2,pclmul"))) inline __m128i fold(__m128i x, __m128i k)
+{
+    return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+__attribute__((target("sse4.2,pclmul"))) inline __m128i load128(const uint8_t *p)
+{
+    return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+}
+
+// GCC 12's AVX-512 headers build some intrinsics from an uninitialized vector, which
+// -Wmaybe-uninitialized reports inside them: not our code, and harmless.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Sixteen chunks at a time: four 512-bit registers of four chunks each
+// (VPCLMULQDQ multiplies the four 128-bit lanes of a register at once), D = 2048 bits.
+#define SRCNIC_CRC_AVX512 "sse4.2,pclmul,avx512f,avx512vl,vpclmulqdq"
+
+__attribute__((target(SRCNIC_CRC_AVX512))) inline __m512i fold512(__m512i x, __m512i k)
+{
+    return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00),
+                            _mm512_clmulepi64_epi128(x, k, 0x11));
+}
+
+__attribute__((target(SRCNIC_CRC_AVX512))) inline __m512i load512(const uint8_t *p)
+{
+    return _mm512_loadu_si512(p);
+}
+
+__attribute__((target(SRCNIC_CRC_AVX512))) inline __m512i broadcast(const FoldConstant &k)
+{
+    return _mm512_broadcast_i32x4(_mm_set_epi64x(static_cast<long long>(k.hi),
+                                                 static_cast<long long>(k.lo)));
+}
+
+__attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t reg,
+                                                                     const uint8_t *p,
+                                                                     size_t len)
+{
+    // Below a few blocks the interleaved crc32 chains are as fast and need no joining.
+    if (len < 1024) {
+        return crc32c_hw_raw(reg, p, len);
+    }
+    static const FoldConstant k2048c = fold_constant(2048);
+    static const FoldConstant k1536c = fold_constant(1536);
+    static const FoldConstant k1024c = fold_constant(1024);
+    static const FoldConstant k512c = fold_constant(512);
+    static const FoldConstant k384c = fold_constant(384);
+    static const FoldConstant k256c = fold_constant(256);
+    static const FoldConstant k128c = fold_constant(128);
+    const __m512i k2048 = broadcast(k2048c);
+
+    __m512i z0 = _mm512_xor_si512(load512(p), _mm512_zextsi128_si512(
+                                                  _mm_cvtsi32_si128(static_cast<int>(reg))));
+    __m512i z1 = load512(p + 64);
+    __m512i z2 = load512(p + 128);
+    __m512i z3 = load512(p + 192);
+    p += 256;
+    len -= 256;
+    for (; len >= 256; p += 256, len -= 256) {
+        z0 = _mm512_xor_si512(fold512(z0, k2048), load512(p));
+        z1 = _mm512_xor_si512(fold512(z1, k2048), load512(p + 64));
+        z2 = _mm512_xor_si512(fold512(z2, k2048), load512(p + 128));
+        z3 = _mm512_xor_si512(fold512(z3, k2048), load512(p + 192));
+    }
+    // Join the registers (they cover consecutive 64-byte blocks), then the lanes of the one
+    // left (consecutive 16-byte chunks).
+    __m512i z = _mm512_xor_si512(
+        _mm512_xor_si512(fold512(z0, broadcast(k1536c)), fold512(z1, broadcast(k1024c))),
+        _mm512_xor_si512(fold512(z2, broadcast(k512c)), z3));
+    const __m128i k384 = _mm_set_epi64x(static_cast<long long>(k384c.hi),
+                                        static_cast<long long>(k384c.lo));
+    const __m128i k256 = _mm_set_epi64x(static_cast<long long>(k256c.hi),
+                                        static_cast<long long>(k256c.lo));
+    const __m128i k128 = _mm_set_epi64x(static_cast<long long>(k128c.hi),
+                                        static_cast<long long>(k128c.lo));
+    __m128i x = _mm_xor_si128(
+        _mm_xor_si128(fold(_mm512_extracti32x4_epi32(z, 0), k384),
+                      fold(_mm512_extracti32x4_epi32(z, 1), k256)),
+        _mm_xor_si128(fold(_mm512_extracti32x4_epi32(z, 2), k128),
+                      _mm512_extracti32x4_epi32(z, 3)));
+    for (; len >= 16; p += 16, len -= 16) {
+        x = _mm_xor_si128(fold(x, k128), load128(p));
+    }
+    uint64_t r = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
+    r = _mm_crc32_u64(r, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
+    return crc32c_hw_raw(static_cast<uint32_t>(r), p, len);
+}
+#pragma GCC diagnostic pop
+#endif
+
 Crc32cRawFn crc32c_select()
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
+        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("vpclmulqdq")) {
+        return crc32c_vclmul_raw;
+    }
     if (__builtin_cpu_supports("sse4.2")) {
         return crc32c_hw_raw;
     }
@@ -212,6 +358,16 @@ uint32_t crc32c_iov(const struct iovec *iov, size_t iovcnt)
 bool crc32c_hw_available()
 {
     return crc32c_raw_fn() != crc32c_sw_raw;
+}
+
+uint32_t crc32c_hw(uint32_t crc, const void *data, size_t len)
+{
+#if defined(__x86_64__)
+    if (crc32c_hw_available()) {
+        return ~crc32c_hw_raw(~crc, static_cast<const uint8_t *>(data), len);
+    }
+#endif
+    return crc32c_sw(crc, data, len);
 }
 
 uint32_t crc32c_sw(uint32_t crc, const void *data, size_t len)

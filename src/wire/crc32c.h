@@ -16,8 +16,10 @@ namespace srcnic {
 // The inversions happen inside each call, so a CRC is extended piece by piece:
 // crc32c(crc32c(0, a, la), b, lb) == crc32c(0, a||b, la + lb). Start a new CRC from 0.
 //
-// crc32c() uses the SSE4.2 crc32 instruction when the CPU has it (x86-64 only, decided once,
-// on the first call) and the table-driven software path otherwise; both give the same result.
+// crc32c() picks, once, on the first call: folding with VPCLMULQDQ for buffers of 1 KiB and
+// more when the CPU has AVX-512 and VPCLMULQDQ (about 51 GB/s here), else three interleaved
+// chains of the SSE4.2 crc32 instruction (about 29 GB/s), else the table-driven software
+// path; all give the same result.
 uint32_t crc32c(uint32_t crc, const void *data, size_t len);
 
 // The CRC-32C of the concatenation of iovcnt pieces, starting from 0. Pieces may be empty.
@@ -28,6 +30,10 @@ bool crc32c_hw_available();
 
 // The portable path (slice-by-8 tables), same contract as crc32c(); exposed for tests.
 uint32_t crc32c_sw(uint32_t crc, const void *data, size_t len);
+
+// The crc32-instruction path alone (the portable one where the CPU lacks SSE4.2), same
+// contract; exposed for tests, since crc32c() may pick the folding path instead.
+uint32_t crc32c_hw(uint32_t crc, const void *data, size_t len);
 
 } // namespace srcnic
 

@@ -250,12 +250,20 @@ TEST(wire_crc32c, crc32c__equals_sw_around_interleave_boundaries)
     for (int round = 0; round < 200; round++) {
         lengths.push_back(random.below(3 * 65536 + 1));
     }
+    // Folding joins 16-byte chunks, 64-byte blocks and 256-byte rounds: lengths around those.
+    for (size_t base : {size_t(1024), size_t(1280), size_t(4096)}) {
+        for (size_t delta = 0; delta <= 80; delta++) {
+            lengths.push_back(base + delta);
+        }
+    }
     for (size_t len : lengths) {
         const size_t start = random.below(16);
         const uint32_t seed_crc = static_cast<uint32_t>(random.next());
-        EXPECT_EQ(crc32c_sw(seed_crc, buf.data() + start, len),
-                  crc32c(seed_crc, buf.data() + start, len))
+        const uint32_t expected = crc32c_sw(seed_crc, buf.data() + start, len);
+        EXPECT_EQ(expected, crc32c(seed_crc, buf.data() + start, len))
             << "len " << len << " start " << start;
+        EXPECT_EQ(expected, crc32c_hw(seed_crc, buf.data() + start, len))
+            << "crc32 chains, len " << len << " start " << start;
     }
 }
 
