@@ -17,6 +17,7 @@
 #include <uct/base/uct_iface.h>
 #include <uct/base/uct_md.h>
 #include <ucs/datastruct/arbiter.h>
+#include <ucs/datastruct/khash.h>
 #include <ucs/datastruct/mpool.h>
 
 #include <net/if.h>
@@ -37,11 +38,28 @@ typedef struct uct_src_md_config {
 
 typedef struct uct_src_region uct_src_region_t;
 
+/* A registered range: registrations of the same range share one region record. */
+typedef struct uct_src_region_key {
+    uintptr_t address;
+    size_t    length;
+} uct_src_region_key_t;
+
+static UCS_F_ALWAYS_INLINE khint32_t uct_src_region_key_hash(uct_src_region_key_t key)
+{
+    uint64_t v = (uint64_t)key.address ^ ((uint64_t)key.length * 0x9e3779b97f4a7c15ull);
+
+    return kh_int64_hash_func(v);
+}
+
+#define uct_src_region_key_equal(_a, _b)     (((_a).address == (_b).address) && ((_a).length == (_b).length))
+
+KHASH_TYPE(uct_src_regions, uct_src_region_key_t, uct_src_region_t*)
+
 typedef struct uct_src_md {
     uct_md_t          super;
     srcnic_pd_t       *pd;          /* regions every src iface of this process serves */
     pthread_mutex_t   lock;
-    uct_src_region_t  *regions;     /* registered ranges (address, length) */
+    khash_t(uct_src_regions) regions; /* registered ranges (address, length) */
 } uct_src_md_t;
 
 typedef struct uct_src_mem {

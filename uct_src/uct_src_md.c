@@ -53,13 +53,14 @@ static ucs_status_t uct_src_md_query(uct_md_h md, uct_md_attr_t *attr)
 
 /* Registrations of one (address, length): invalidation completes when the last is gone. */
 struct uct_src_region {
-    uct_src_region_t *next;
-    void             *address;
-    size_t           length;
+    uct_src_region_key_t key;
     unsigned         refcount;
     unsigned         num_comps;
     uct_completion_t **comps;       /* invalidating deregistrations waiting for the last one */
 };
+
+KHASH_IMPL(uct_src_regions, uct_src_region_key_t, uct_src_region_t*, 1,
+           uct_src_region_key_hash, uct_src_region_key_equal)
 
 static ucs_status_t uct_src_mem_reg(uct_md_h tl_md, void *address, size_t length,
                                     unsigned flags, uct_mem_h *memh_p)
@@ -69,6 +70,9 @@ static ucs_status_t uct_src_mem_reg(uct_md_h tl_md, void *address, size_t length
     srcnic_status_t status;
     uct_src_mem_t *mem;
     uct_src_region_t *r;
+    uct_src_region_key_t key;
+    khiter_t iter;
+    int ret;
 
     if (length == 0) {
         length = 1; /* a zero-length region still needs a valid key */
@@ -86,25 +90,29 @@ static ucs_status_t uct_src_mem_reg(uct_md_h tl_md, void *address, size_t length
         ucs_error("src: failed to allocate a memory handle");
         return UCS_ERR_NO_MEMORY;
     }
+    key.address = (uintptr_t)address;
+    key.length  = length;
     pthread_mutex_lock(&md->lock);
-    for (r = md->regions; r != NULL; r = r->next) {
-        if ((r->address == address) && (r->length == length)) {
-            break;
+    iter = kh_put(uct_src_regions, &md->regions, key, &ret);
+    if (ret == UCS_KH_PUT_FAILED) {
+        r = NULL;
+    } else if (ret == UCS_KH_PUT_KEY_PRESENT) {
+        r = kh_val(&md->regions, iter);
+    } else {
+        r = ucs_calloc(1, sizeof(*r), "src_region");
+        if (r == NULL) {
+            kh_del(uct_src_regions, &md->regions, iter);
+        } else {
+            r->key                       = key;
+            kh_val(&md->regions, iter) = r;
         }
     }
     if (r == NULL) {
-        r = ucs_calloc(1, sizeof(*r), "src_region");
-        if (r == NULL) {
-            pthread_mutex_unlock(&md->lock);
-            ucs_free(mem);
-            srcnic_mr_dereg(mr);
-            ucs_error("src: failed to allocate a region record");
-            return UCS_ERR_NO_MEMORY;
-        }
-        r->address  = address;
-        r->length   = length;
-        r->next     = md->regions;
-        md->regions = r;
+        pthread_mutex_unlock(&md->lock);
+        ucs_free(mem);
+        srcnic_mr_dereg(mr);
+        ucs_error("src: failed to allocate a region record");
+        return UCS_ERR_NO_MEMORY;
     }
     ++r->refcount;
     pthread_mutex_unlock(&md->lock);
@@ -118,7 +126,8 @@ static ucs_status_t uct_src_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_par
 {
     uct_src_md_t *md = ucs_derived_of(tl_md, uct_src_md_t);
     uct_src_mem_t *mem;
-    uct_src_region_t *r, **rp;
+    uct_src_region_t *r;
+    khiter_t iter;
     unsigned i;
 
     UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 1);
@@ -135,9 +144,9 @@ static ucs_status_t uct_src_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_par
         r->comps[r->num_comps++] = params->comp;
     }
     if (--r->refcount == 0) {
-        for (rp = &md->regions; *rp != r; rp = &(*rp)->next) {
-        }
-        *rp = r->next;
+        iter = kh_get(uct_src_regions, &md->regions, r->key);
+        ucs_assert(iter != kh_end(&md->regions));
+        kh_del(uct_src_regions, &md->regions, iter);
     } else {
         r = NULL;
     }
@@ -166,6 +175,16 @@ static void uct_src_md_close(uct_md_h tl_md)
 {
     uct_src_md_t *md = ucs_derived_of(tl_md, uct_src_md_t);
 
+    uct_src_region_t *r;
+
+    /* Ranges still registered (the user did not deregister): forget their records. */
+    kh_foreach_value(&md->regions, r, {
+        ucs_debug("src: memory domain closed with %p length %zu still registered",
+                  (void*)r->key.address, r->key.length);
+        ucs_free(r->comps);
+        ucs_free(r);
+    });
+    kh_destroy_inplace(uct_src_regions, &md->regions);
     srcnic_pd_destroy(md->pd);
     ucs_free(md);
 }
@@ -201,7 +220,7 @@ static ucs_status_t uct_src_md_open(uct_component_t *component, const char *md_n
         return (ucs_status_t)status;
     }
     pthread_mutex_init(&md->lock, NULL);
-    md->regions         = NULL;
+    kh_init_inplace(uct_src_regions, &md->regions);
     md->super.ops       = &uct_src_md_ops;
     md->super.component = &uct_src_component;
     *md_p               = &md->super;

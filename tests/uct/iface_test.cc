@@ -113,6 +113,47 @@ TEST_F(UctSrc, md_query__registration_rkeys_and_invalidation)
     EXPECT_GT(attr.rkey_packed_size, 0u);
 }
 
+// Registrations of one range share a record: an invalidating deregistration completes when
+// the last registration of that range is gone, and other ranges (also one starting at the
+// same address) do not hold it back. Many ranges at once exercise the table's growth.
+TEST_F(UctSrc, mem_dereg__invalidate_completes_with_the_last_registration_of_the_range)
+{
+    std::vector<uint8_t> buf(64 * 1024);
+    auto reg = [&](size_t offset, size_t length) {
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+        EXPECT_EQ(UCS_OK, uct_md_mem_reg(md_a_, buf.data() + offset, length,
+                                        UCT_MD_MEM_ACCESS_ALL, &memh));
+        return memh;
+    };
+    auto dereg = [&](uct_mem_h memh, Completion *comp) {
+        if (comp != nullptr) {
+            EXPECT_EQ(UCS_OK, uct_src_test_mem_dereg_invalidate(md_a_, memh, &comp->uct));
+        } else {
+            EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md_a_, memh));
+        }
+    };
+
+    // 1000 other ranges around the one under test
+    std::vector<uct_mem_h> others;
+    for (size_t i = 0; i < 1000; ++i) {
+        others.push_back(reg(i * 8, 16 + i % 7));
+    }
+    uct_mem_h first = reg(4096, 8192);
+    uct_mem_h second = reg(4096, 8192);
+    uct_mem_h longer = reg(4096, 8193);   // same start, another range
+    Completion &comp = completion();
+    dereg(first, &comp);
+    EXPECT_EQ(0, comp.fired) << "completed while the range is still registered";
+    dereg(longer, nullptr);
+    EXPECT_EQ(0, comp.fired) << "another range released this one";
+    dereg(second, nullptr);
+    EXPECT_EQ(1, comp.fired);
+    EXPECT_EQ(UCS_OK, comp.status);
+    for (uct_mem_h memh : others) {
+        dereg(memh, nullptr);
+    }
+}
+
 TEST_F(UctSrc, iface_is_reachable__loopback_peer)
 {
     EXPECT_TRUE(uct_iface_is_reachable(a_.iface, b_.dev(), b_.addr()));
