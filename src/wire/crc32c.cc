@@ -229,8 +229,10 @@ __attribute__((target("sse4.2,pclmul"))) inline __m128i load128(const uint8_t *p
 
 // GCC 12's AVX-512 headers build some intrinsics from an uninitialized vector, which
 // -Wmaybe-uninitialized reports inside them: not our code, and harmless.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // Sixteen chunks at a time: four 512-bit registers of four chunks each
 // (VPCLMULQDQ multiplies the four 128-bit lanes of a register at once), D = 2048 bits.
@@ -306,7 +308,9 @@ __attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t r
     r = _mm_crc32_u64(r, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
     return crc32c_hw_raw(static_cast<uint32_t>(r), p, len);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 Crc32cRawFn crc32c_select()
