@@ -181,13 +181,16 @@ static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     attr->cap.get.align_mtu       = 1;
     attr->cap.get.max_iov         = SRCNIC_WQE_MAX_SGE;
 
-    /* Measured on loopback (perf/README.md, 2 cores): ucx_perftest am_lat median 12.5 us
-     * one-way, srcnic_bench bandwidth 0.45 GB/s for 1 MiB transfers, about 2 us of engine
-     * CPU per message. */
-    attr->latency             = ucs_linear_func_make(12.5e-6, 0);
+    /* Measured (perf/README.md, 2 cores, perf/results/2026-11-22-full2): ucx_perftest am_lat
+     * median 5.5 us one-way on loopback, 7.7 us across a veth path; put_bw zcopy of 1 MiB
+     * 5.7 GB/s on loopback, 1.5 GB/s across 1500-byte veth (datagrams of 1472 bytes); about
+     * 1 us of engine CPU per message (1.1 M messages/s). UCP chooses its protocols and
+     * thresholds from these: with the earlier, much slower figures it kept 64 KiB messages
+     * on eager bcopy, a third as fast as rendezvous here. */
+    attr->latency             = ucs_linear_func_make(iface->is_loopback ? 5.5e-6 : 7.5e-6, 0);
     attr->bandwidth.dedicated = 0;
-    attr->bandwidth.shared    = 450.0 * UCS_MBYTE;
-    attr->overhead            = 2e-6;
+    attr->bandwidth.shared    = (iface->is_loopback ? 5000.0 : 1500.0) * UCS_MBYTE;
+    attr->overhead            = 1e-6;
     attr->priority            = 0;
     return UCS_OK;
 }
