@@ -239,9 +239,11 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     for (uint32_t i = 0; i < batch_size_; ++i) {
         struct msghdr &hdr = rx_msgs_[i].msg_hdr;
         hdr.msg_name = &rx_names_[i];
+        hdr.msg_namelen = sizeof(SockAddr);
         hdr.msg_iov = &rx_iov_[i];
         hdr.msg_iovlen = 1;
         hdr.msg_control = &rx_control_[kRxControlSize * i];
+        hdr.msg_controllen = kRxControlSize;
     }
     std::memset(tx_control_.get(), 0, kTxControlSize * batch_size_);
     // Segmentation offload where the kernel knows the option (a size of 0 leaves datagrams
@@ -596,12 +598,17 @@ void UdpLink::take_source(uint32_t i, LinkAddr *out) const
 
 int UdpLink::receive_batch(uint32_t m)
 {
-    for (uint32_t i = 0; i < m; ++i) {
+    // The kernel writes back the name and control lengths of the headers it fills, only
+    // those: reset just what the previous call used (an empty poll touches no header).
+    const uint32_t used = std::min(rx_written_, m);
+    for (uint32_t i = 0; i < used; ++i) {
         rx_msgs_[i].msg_hdr.msg_namelen = sizeof(SockAddr);
         rx_msgs_[i].msg_hdr.msg_controllen = kRxControlSize;
     }
+    rx_written_ = 0;
     const int got = ::recvmmsg(fd_, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
     if (got >= 0) {
+        rx_written_ = static_cast<uint32_t>(got);
         return got;
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
@@ -629,8 +636,11 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
         // the caller's slots usually do not either (the Nic keeps its slots posted), so most
         // calls only reset what the kernel writes back.
         for (uint32_t i = 0; i < m; ++i) {
-            rx_iov_[i].iov_base = slots[filled + i].buf;
-            rx_iov_[i].iov_len = slots[filled + i].capacity;
+            const RxDatagram &slot = slots[filled + i];
+            if (rx_iov_[i].iov_base != slot.buf || rx_iov_[i].iov_len != slot.capacity) {
+                rx_iov_[i].iov_base = slot.buf;
+                rx_iov_[i].iov_len = slot.capacity;
+            }
         }
         const int got = receive_batch(m);
         if (got < 0) {

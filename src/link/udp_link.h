@@ -218,6 +218,7 @@ private:
     uint32_t sndbuf_ = 0;          // granted send buffer, bytes (getsockopt)
     uint32_t rcvbuf_ = 0;          // granted receive buffer, bytes (getsockopt)
     uint32_t rx_drops_seen_ = 0;   // last SO_RXQ_OVFL value the kernel reported, datagrams
+    uint32_t rx_written_ = 0;      // receive headers the last recvmmsg filled (and wrote to)
     bool gso_ = false;             // grouping with UDP_SEGMENT
     bool gro_ = false;             // receiving aggregates (UDP_GRO)
     uint64_t rx_aggregates_ = 0;   // aggregates of more than one datagram received
