@@ -56,6 +56,11 @@
 // larger datagrams (loopback) an aggregate would rarely hold two, so the copy is not worth it
 // and datagrams are received directly into the caller's slots.
 //
+// System calls. One message goes with sendmsg, more with sendmmsg. A receive asks for one
+// datagram with recvmsg while the previous receive found at most one (idle polls, ping-pongs:
+// cheaper than recvmmsg, which after a datagram also tries for the next), and for a batch
+// with recvmmsg after a single receive found a datagram or a batch found several.
+//
 // Receiving. rx_burst points one mmsghdr at each caller slot and receives up to batch_size
 // per recvmmsg call with MSG_TRUNC, so the kernel reports a datagram's real length: one
 // longer than its slot is dropped and counted in rx_oversize (the datagrams behind it are
@@ -219,6 +224,7 @@ private:
     uint32_t rcvbuf_ = 0;          // granted receive buffer, bytes (getsockopt)
     uint32_t rx_drops_seen_ = 0;   // last SO_RXQ_OVFL value the kernel reported, datagrams
     uint32_t rx_written_ = 0;      // receive headers the last recvmmsg filled (and wrote to)
+    bool rx_single_ = true;        // the next receive asks for one datagram (recvmsg)
     bool gso_ = false;             // grouping with UDP_SEGMENT
     bool gro_ = false;             // receiving aggregates (UDP_GRO)
     uint64_t rx_aggregates_ = 0;   // aggregates of more than one datagram received

@@ -1,7 +1,8 @@
 // Unit tests for src/link/udp_link.cc, over 127.0.0.1 and ::1 only.
 //
 // The send and receive error paths are made deterministic by an armed mock: this file defines
-// sendmmsg and recvmmsg, which take precedence over libc's in this test program. Unarmed (or
+// sendmmsg, recvmmsg, sendmsg and recvmsg (the link uses the single-message calls for single
+// messages), which take precedence over libc's in this test program. Unarmed (or
 // for any other socket) they forward to the real functions; armed for one socket, they let a
 // given number of datagrams through and then fail a given number of calls with a given errno.
 #include "link/udp_link.h"
@@ -85,6 +86,32 @@ extern "C" int recvmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int fla
     }
     const int result = real(fd, msgs, vlen, flags, timeout);
     mock_passed(&g_recv_plan, fd, result);
+    return result;
+}
+
+extern "C" ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    using Fn = ssize_t (*)(int, const struct msghdr *, int);
+    static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "sendmsg"));
+    unsigned int vlen = 1;
+    if (mock_should_fail(&g_send_plan, fd, &vlen)) {
+        return -1;
+    }
+    const ssize_t result = real(fd, msg, flags);
+    mock_passed(&g_send_plan, fd, result >= 0 ? 1 : -1);
+    return result;
+}
+
+extern "C" ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    using Fn = ssize_t (*)(int, struct msghdr *, int);
+    static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "recvmsg"));
+    unsigned int vlen = 1;
+    if (mock_should_fail(&g_recv_plan, fd, &vlen)) {
+        return -1;
+    }
+    const ssize_t result = real(fd, msg, flags);
+    mock_passed(&g_recv_plan, fd, result >= 0 ? 1 : -1);
     return result;
 }
 
