@@ -610,7 +610,7 @@ int UdpLink::receive_batch(uint32_t m)
     }
     rx_written_ = 0;
     int got;
-    if (rx_single_ || m == 1) {
+    if (m == 1) {
         // After a poll that found at most one datagram (idle, or a ping-pong), ask for one
         // with recvmsg: cheaper than recvmmsg, which after a datagram also tries the next.
         const ssize_t len = ::recvmsg(fd_, &rx_msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
@@ -625,7 +625,7 @@ int UdpLink::receive_batch(uint32_t m)
         rx_written_ = static_cast<uint32_t>(got);
         // A single receive that found a datagram may be the start of a stream: batch the next
         // call; a batch that found at most one goes back to single receives.
-        rx_single_ = rx_single_ ? got == 0 : got <= 1;
+        rx_single_ = m == 1 ? got == 0 : got <= 1;
         return got;
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
@@ -648,7 +648,8 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
     uint32_t filled = 0;
     uint32_t errors = 0;
     while (filled < n) {
-        const uint32_t m = n - filled < batch_size_ ? n - filled : batch_size_;
+        // One datagram while receives are single (see receive_batch), else a batch.
+        const uint32_t m = rx_single_ ? 1 : std::min(n - filled, batch_size_);
         // The pointers into rx_names_, rx_iov_ and rx_control_ never change (set in init);
         // the caller's slots usually do not either (the Nic keeps its slots posted), so most
         // calls only reset what the kernel writes back.
@@ -693,7 +694,8 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
             ++kept;
         }
         filled += kept;
-        if (static_cast<uint32_t>(got) < m) {
+        // A single receive ends the burst: the next poll batches if a stream has started.
+        if (static_cast<uint32_t>(got) < m || m == 1) {
             break;
         }
     }
