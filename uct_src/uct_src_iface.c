@@ -181,8 +181,8 @@ static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     attr->cap.get.align_mtu       = 1;
     attr->cap.get.max_iov         = SRCNIC_WQE_MAX_SGE;
 
-    /* Measured (perf/README.md, 2 cores, perf/results/2026-11-22-full2): ucx_perftest am_lat
-     * median 5.5 us one-way on loopback, 7.7 us across a veth path; put_bw zcopy of 1 MiB
+    /* Measured (perf/README.md, 2 cores, the full comparisons of 2026-11-22): ucx_perftest
+     * am_lat median 5-5.5 us one-way on loopback, 7.4-7.7 us across a veth path; put_bw zcopy of 1 MiB
      * 5.7 GB/s on loopback, 1.5 GB/s across 1500-byte veth (datagrams of 1472 bytes); about
      * 1 us of engine CPU per message (1.1 M messages/s). UCP chooses its protocols and
      * thresholds from these: with the earlier, much slower figures it kept 64 KiB messages
