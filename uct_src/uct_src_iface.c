@@ -182,11 +182,13 @@ static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     attr->cap.get.max_iov         = SRCNIC_WQE_MAX_SGE;
 
     /* Measured (perf/README.md, 2 cores, the full comparisons of 2026-11-22): ucx_perftest
-     * am_lat median 5-5.5 us one-way on loopback, 7.4-7.7 us across a veth path; put_bw zcopy of 1 MiB
-     * 5.7 GB/s on loopback, 1.5 GB/s across 1500-byte veth (datagrams of 1472 bytes); about
-     * 1 us of engine CPU per message (1.1 M messages/s). UCP chooses its protocols and
-     * thresholds from these: with the earlier, much slower figures it kept 64 KiB messages
-     * on eager bcopy, a third as fast as rendezvous here. */
+     * am_lat median 5-5.5 us one-way on loopback, 7.4-7.7 us across a veth path; put_bw
+     * zcopy of 1 MiB 5.7 GB/s on loopback, 1.5 GB/s across 1500-byte veth (datagrams of
+     * 1472 bytes); about 1 us of engine CPU per message (1.1 M messages/s). UCP chooses its
+     * protocols and thresholds from these. Its automatic rendezvous threshold still lands at
+     * hundreds of KiB (its model has one bandwidth for eager and rendezvous), where
+     * rendezvous is already faster at 16 KiB across a real interface: see README.md on
+     * UCX_RNDV_THRESH. */
     attr->latency             = ucs_linear_func_make(iface->is_loopback ? 5.5e-6 : 7.5e-6, 0);
     attr->bandwidth.dedicated = 0;
     attr->bandwidth.shared    = (iface->is_loopback ? 5000.0 : 1500.0) * UCS_MBYTE;
