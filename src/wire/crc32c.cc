@@ -217,6 +217,22 @@ FoldConstant fold_constant(unsigned distance_bits)
             static_cast<uint64_t>(reflect32(xpow_mod(distance_bits - 1))) << 32};
 }
 
+// The constant of every distance the folding uses, computed once.
+struct FoldConstants {
+    FoldConstant d2048 = fold_constant(2048);
+    FoldConstant d1536 = fold_constant(1536);
+    FoldConstant d1024 = fold_constant(1024);
+    FoldConstant d512 = fold_constant(512);
+    FoldConstant d384 = fold_constant(384);
+    FoldConstant d256 = fold_constant(256);
+    FoldConstant d128 = fold_constant(128);
+};
+
+__attribute__((target("sse4.2,pclmul"))) inline __m128i vec128(const FoldConstant &k)
+{
+    return _mm_set_epi64x(static_cast<long long>(k.hi), static_cast<long long>(k.lo));
+}
+
 __attribute__((target("sse4.2,pclmul"))) inline __m128i fold(__m128i x, __m128i k)
 {
     return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
@@ -251,8 +267,7 @@ __attribute__((target(SRCNIC_CRC_AVX512))) inline __m512i load512(const uint8_t 
 
 __attribute__((target(SRCNIC_CRC_AVX512))) inline __m512i broadcast(const FoldConstant &k)
 {
-    return _mm512_broadcast_i32x4(_mm_set_epi64x(static_cast<long long>(k.hi),
-                                                 static_cast<long long>(k.lo)));
+    return _mm512_broadcast_i32x4(vec128(k));
 }
 
 __attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t reg,
@@ -263,14 +278,8 @@ __attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t r
     if (len < 1024) {
         return crc32c_hw_raw(reg, p, len);
     }
-    static const FoldConstant k2048c = fold_constant(2048);
-    static const FoldConstant k1536c = fold_constant(1536);
-    static const FoldConstant k1024c = fold_constant(1024);
-    static const FoldConstant k512c = fold_constant(512);
-    static const FoldConstant k384c = fold_constant(384);
-    static const FoldConstant k256c = fold_constant(256);
-    static const FoldConstant k128c = fold_constant(128);
-    const __m512i k2048 = broadcast(k2048c);
+    static const FoldConstants k;
+    const __m512i k2048 = broadcast(k.d2048);
 
     __m512i z0 = _mm512_xor_si512(load512(p), _mm512_zextsi128_si512(
                                                   _mm_cvtsi32_si128(static_cast<int>(reg))));
@@ -288,17 +297,12 @@ __attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t r
     // Join the registers (they cover consecutive 64-byte blocks), then the lanes of the one
     // left (consecutive 16-byte chunks).
     __m512i z = _mm512_xor_si512(
-        _mm512_xor_si512(fold512(z0, broadcast(k1536c)), fold512(z1, broadcast(k1024c))),
-        _mm512_xor_si512(fold512(z2, broadcast(k512c)), z3));
-    const __m128i k384 = _mm_set_epi64x(static_cast<long long>(k384c.hi),
-                                        static_cast<long long>(k384c.lo));
-    const __m128i k256 = _mm_set_epi64x(static_cast<long long>(k256c.hi),
-                                        static_cast<long long>(k256c.lo));
-    const __m128i k128 = _mm_set_epi64x(static_cast<long long>(k128c.hi),
-                                        static_cast<long long>(k128c.lo));
+        _mm512_xor_si512(fold512(z0, broadcast(k.d1536)), fold512(z1, broadcast(k.d1024))),
+        _mm512_xor_si512(fold512(z2, broadcast(k.d512)), z3));
+    const __m128i k128 = vec128(k.d128);
     __m128i x = _mm_xor_si128(
-        _mm_xor_si128(fold(_mm512_extracti32x4_epi32(z, 0), k384),
-                      fold(_mm512_extracti32x4_epi32(z, 1), k256)),
+        _mm_xor_si128(fold(_mm512_extracti32x4_epi32(z, 0), vec128(k.d384)),
+                      fold(_mm512_extracti32x4_epi32(z, 1), vec128(k.d256))),
         _mm_xor_si128(fold(_mm512_extracti32x4_epi32(z, 2), k128),
                       _mm512_extracti32x4_epi32(z, 3)));
     for (; len >= 16; p += 16, len -= 16) {
