@@ -35,6 +35,22 @@ protected:
         return out;
     }
 
+    // Receive SEND psn 2 with ACK_REQ into the buffer posted last / expect it delivered by
+    // progress calls that emit nothing: its acknowledgement waits for the next call.
+    void deliver_ack_req_send()
+    {
+        PacketHeader h = peer_->header(Opcode::kSEND, 2, kFlagFirst | kFlagLast | kFlagAckReq);
+        h.dst_qpn = qp_->qpn();
+        peer_->send(h);
+        const uint64_t deadline = now_ns() + 5 * kNsPerSec;
+        srcnic_cqe_t cqe = {};
+        while (qp_->poll_cq(&cqe, 1) == 0 && now_ns() < deadline) {
+            nic_->progress();
+            ASSERT_EQ(0u, peer_->receive().size()) << "acknowledged before the next call";
+        }
+        ASSERT_EQ(SRCNIC_OP_RECV, cqe.opcode);
+    }
+
     void SetUp() override
     {
         ProtocolTest::SetUp();
@@ -367,16 +383,7 @@ TEST_F(RxDemux, rx_deliver__ack_req_is_acked_by_the_next_progress_call)
     post_buffer(3, 64);
     // receive SEND psn 2 with ACK_REQ / expect no ACK from the call that delivers it (a reply
     // could still carry it), an ACK of 3 from the next call: long before the ack delay
-    PacketHeader h = peer_->header(Opcode::kSEND, 2, kFlagFirst | kFlagLast | kFlagAckReq);
-    h.dst_qpn = qp_->qpn();
-    peer_->send(h);
-    const uint64_t deadline = now_ns() + 5 * kNsPerSec;
-    srcnic_cqe_t cqe;
-    while (qp_->poll_cq(&cqe, 1) == 0 && now_ns() < deadline) {
-        nic_->progress();
-        ASSERT_EQ(0u, peer_->receive().size()) << "acknowledged before the next call";
-    }
-    ASSERT_EQ(SRCNIC_OP_RECV, cqe.opcode);
+    ASSERT_NO_FATAL_FAILURE(deliver_ack_req_send());
     nic_->progress();
     std::vector<Packet> out = peer_->receive();
     ASSERT_EQ(1u, out.size());
@@ -391,16 +398,7 @@ TEST_F(RxDemux, rx_deliver__ack_req_rides_on_a_reply_posted_before_the_next_call
     const srcnic_dest_t dest = dest_to_peer();
     // receive SEND psn 2 with ACK_REQ; post a SEND back before progressing again / expect the
     // SEND to carry the acknowledgement and no pure ACK
-    PacketHeader h = peer_->header(Opcode::kSEND, 2, kFlagFirst | kFlagLast | kFlagAckReq);
-    h.dst_qpn = qp_->qpn();
-    peer_->send(h);
-    const uint64_t deadline = now_ns() + 5 * kNsPerSec;
-    srcnic_cqe_t cqe;
-    while (qp_->poll_cq(&cqe, 1) == 0 && now_ns() < deadline) {
-        nic_->progress();
-        ASSERT_EQ(0u, peer_->receive().size());
-    }
-    ASSERT_EQ(SRCNIC_OP_RECV, cqe.opcode);
+    ASSERT_NO_FATAL_FAILURE(deliver_ack_req_send());
     srcnic_wqe_t w = {};
     w.wr_id = 7;
     w.opcode = SRCNIC_OP_SEND;

@@ -221,6 +221,17 @@ std::vector<std::vector<uint8_t>> make_payloads(const std::vector<uint32_t> &len
     return out;
 }
 
+// Receives payloads[first, first + count) at `link`, in order and nothing else (watchdog-bounded).
+void expect_datagrams(Link &link, const std::vector<std::vector<uint8_t>> &payloads, size_t first,
+                      size_t count)
+{
+    const auto got = receive(link, count, link.mtu());
+    ASSERT_EQ(count, got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(payloads[first + i], got[i].data) << "datagram " << first + i;
+    }
+}
+
 // Sends every payload to dst in one tx_burst (one iovec each); returns what tx_burst returned.
 uint32_t send_all(Link &link, const std::vector<std::vector<uint8_t>> &payloads,
                   const LinkAddr &dst, size_t first = 0)
@@ -501,11 +512,7 @@ TEST(UdpLink, tx_burst__would_block_returns_the_count_accepted)
     // The caller retries the rest later; the mock has no more failures.
     EXPECT_EQ(5u, send_all(*a, payloads, b->local_addr(), 5));
 
-    const auto got = receive(*b, 10, b->mtu());
-    ASSERT_EQ(10u, got.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_EQ(payloads[i], got[i].data) << "datagram " << i;
-    }
+    expect_datagrams(*b, payloads, 0, 10);
 }
 
 TEST(UdpLink, tx_burst__hard_error_counted_as_accepted)
@@ -675,11 +682,7 @@ TEST(UdpLink, tx_burst__equal_sizes_go_as_one_offload_group_and_arrive_as_datagr
     EXPECT_EQ(3u, as_udp(*a).tx_messages());   // {1000 x20, 999}, {300, 300}, {2000, 10}
     EXPECT_EQ(lens.size(), a->stats().tx_datagrams);
 
-    const auto got = receive(*b, payloads.size(), b->mtu());
-    ASSERT_EQ(payloads.size(), got.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_EQ(payloads[i], got[i].data) << "datagram " << i;
-    }
+    expect_datagrams(*b, payloads, 0, payloads.size());
     EXPECT_EQ(lens.size(), b->stats().rx_datagrams);
 }
 
@@ -708,16 +711,8 @@ TEST(UdpLink, tx_burst__offload_group_ends_at_a_new_destination_and_at_64_segmen
     }
     // b: a group of 64 and one of 6; c: one of 30.
     EXPECT_EQ(3u, as_udp(*a).tx_messages());
-    const auto at_b = receive(*b, 70, b->mtu());
-    const auto at_c = receive(*c, 30, c->mtu());
-    ASSERT_EQ(70u, at_b.size());
-    ASSERT_EQ(30u, at_c.size());
-    for (size_t i = 0; i < 70; ++i) {
-        EXPECT_EQ(payloads[i], at_b[i].data) << "datagram " << i;
-    }
-    for (size_t i = 0; i < 30; ++i) {
-        EXPECT_EQ(payloads[70 + i], at_c[i].data) << "datagram " << 70 + i;
-    }
+    expect_datagrams(*b, payloads, 0, 70);
+    expect_datagrams(*c, payloads, 70, 30);
 }
 
 TEST(UdpLink, tx_burst__offload_refused_by_the_kernel_falls_back_to_datagrams)
@@ -738,11 +733,7 @@ TEST(UdpLink, tx_burst__offload_refused_by_the_kernel_falls_back_to_datagrams)
     EXPECT_FALSE(as_udp(*a).gso());
     EXPECT_EQ(10u, a->stats().tx_datagrams);
     EXPECT_EQ(0u, a->stats().tx_errors);
-    const auto got = receive(*b, 10, b->mtu());
-    ASSERT_EQ(10u, got.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_EQ(payloads[i], got[i].data) << "datagram " << i;
-    }
+    expect_datagrams(*b, payloads, 0, 10);
 }
 
 TEST(UdpLink, tx_burst__hard_error_on_a_group_drops_the_group)
@@ -764,11 +755,7 @@ TEST(UdpLink, tx_burst__hard_error_on_a_group_drops_the_group)
     EXPECT_EQ(5u, a->stats().tx_errors);
     EXPECT_EQ(5u, a->stats().tx_datagrams);
     EXPECT_TRUE(as_udp(*a).gso());
-    const auto got = receive(*b, 5, b->mtu());
-    ASSERT_EQ(5u, got.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        EXPECT_EQ(payloads[5 + i], got[i].data) << "datagram " << 5 + i;
-    }
+    expect_datagrams(*b, payloads, 5, 5);
 }
 
 TEST(UdpLink, open__gso_can_be_turned_off)
@@ -782,7 +769,7 @@ TEST(UdpLink, open__gso_can_be_turned_off)
     const auto payloads = make_payloads(std::vector<uint32_t>(10, 64), 15);
     EXPECT_EQ(10u, send_all(*a, payloads, b->local_addr()));
     EXPECT_EQ(10u, as_udp(*a).tx_messages());
-    EXPECT_EQ(10u, receive(*b, 10, b->mtu()).size());
+    expect_datagrams(*b, payloads, 0, 10);
 }
 
 // --- receive aggregation (UDP_GRO) ---
