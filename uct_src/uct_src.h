@@ -103,6 +103,7 @@ typedef struct uct_src_iface_config {
     unsigned           max_inflight;     /* MAX_INFLIGHT: engine message descriptors */
     unsigned           rx_buffers;       /* RX_BUFFERS: engine packet buffers */
     size_t             sock_buf;         /* SOCK_BUF: socket buffer, bytes */
+    unsigned           peer_sockets;     /* PEER_SOCKETS: connected sockets for busy peers */
     unsigned           job_key;          /* JOB_KEY: peers must use the same key */
     double             async_interval;   /* ASYNC_INTERVAL: background progress period, s */
     double             tx_coalesce;      /* TX_COALESCE: sends this soon after a doorbell wait, s */

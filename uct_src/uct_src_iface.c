@@ -91,6 +91,12 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "with CAP_NET_ADMIN).",
      ucs_offsetof(uct_src_iface_config_t, sock_buf), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"PEER_SOCKETS", "4",
+     "Connected UDP sockets for the busiest peers (0..64): a peer that has been sent 64\n"
+     "datagrams gets a socket of its own, which saves the kernel a route lookup per datagram\n"
+     "and lowers latency; 0 sends and receives everything on the one bound socket.",
+     ucs_offsetof(uct_src_iface_config_t, peer_sockets), UCS_CONFIG_TYPE_UINT},
+
     {"JOB_KEY", "0",
      "Key carried by every packet; packets with another key are dropped. Processes of one job\n"
      "must agree on it.",
@@ -545,6 +551,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     nic_config.max_inflight    = config->max_inflight;
     nic_config.rx_buffers      = config->rx_buffers;
     nic_config.sock_buf        = (uint32_t)ucs_min(config->sock_buf, UINT32_MAX);
+    nic_config.peer_sockets    = config->peer_sockets;
     nic_config.job_key         = config->job_key;
     nic_config.fault_drop      = config->fault_drop;
     nic_config.fault_corrupt   = config->fault_corrupt;

@@ -51,6 +51,8 @@ typedef struct srcnic_config {
     uint32_t max_inflight;     /* in-flight message descriptors per NIC (default 4096) */
     uint32_t rx_buffers;       /* packet buffers for receive and reordering (default 256) */
     uint32_t sock_buf;         /* socket send/receive buffer, bytes (default 8 MiB) */
+    uint32_t peer_sockets;     /* connected UDP sockets for the busiest peers, 0..64 (default 4;
+                                  0 = every datagram on the one bound socket) */
     uint32_t job_key;          /* packets with another key are dropped (default 0) */
     srcnic_pd_t *pd;           /* protection domain whose memory regions peers may access;
                                   NULL (default): a domain of the NIC's own */

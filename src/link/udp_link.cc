@@ -5,6 +5,8 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/udp.h>
+#include <linux/sock_diag.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -19,9 +21,8 @@ namespace srcnic {
 
 namespace {
 
-// Control buffer per received datagram: room for one SO_RXQ_OVFL and one UDP_GRO message,
-// bytes.
-constexpr size_t kRxControlSize = CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int));
+// Control buffer per received datagram: room for one UDP_GRO message, bytes.
+constexpr size_t kRxControlSize = CMSG_SPACE(sizeof(int));
 // Control buffer per send message: room for one UDP_SEGMENT message, bytes.
 constexpr size_t kTxControlSize = CMSG_SPACE(sizeof(uint16_t));
 // Gather-list entries per send batch: batch_size datagrams of at most kLinkMaxIov entries.
@@ -110,6 +111,11 @@ srcnic_status_t UdpLink::open(const UdpLinkConfig &cfg, std::unique_ptr<Link> *l
                        kUdpMaxBatchSize);
         return SRCNIC_ERR_INVALID_PARAM;
     }
+    if (cfg.peer_sockets > kUdpMaxPeerSockets) {
+        link_log_error("udp link: %u peer sockets is more than the limit of %u", cfg.peer_sockets,
+                       kUdpMaxPeerSockets);
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
     if (cfg.sock_buf_size > static_cast<uint32_t>(INT_MAX)) {
         link_log_error("udp link: socket buffer size %u is larger than %d", cfg.sock_buf_size,
                        INT_MAX);
@@ -131,9 +137,33 @@ srcnic_status_t UdpLink::open(const UdpLinkConfig &cfg, std::unique_ptr<Link> *l
 
 UdpLink::~UdpLink()
 {
+    for (const Sock &sock : socks_) {
+        if (sock.fd != fd_) {
+            ::close(sock.fd);
+        }
+    }
     if (fd_ >= 0) {
         ::close(fd_);
     }
+    if (epoll_fd_ >= 0) {
+        ::close(epoll_fd_);
+    }
+}
+
+socklen_t UdpLink::to_sockaddr(const LinkAddr &addr, SockAddr *sa) const
+{
+    std::memset(sa, 0, sizeof(*sa));
+    if (family_ == AF_INET) {
+        sa->in.sin_family = AF_INET;
+        sa->in.sin_port = htons(addr.port);
+        std::memcpy(&sa->in.sin_addr, addr.ip, 4);
+        return sizeof(sa->in);
+    }
+    sa->in6.sin6_family = AF_INET6;
+    sa->in6.sin6_port = htons(addr.port);
+    std::memcpy(&sa->in6.sin6_addr, addr.ip, 16);
+    sa->in6.sin6_scope_id = addr.scope_id;
+    return sizeof(sa->in6);
 }
 
 srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
@@ -156,13 +186,9 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
         link_log_error("udp link: setsockopt(IPV6_V6ONLY) for %s failed: %m", bind_text.c_str());
         return SRCNIC_ERR_IO_ERROR;
     }
-    // Without the drop counter the link still works; rx_dropped then stays 0.
-    if (::setsockopt(fd_, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one)) != 0) {
-        link_log_error("udp link: setsockopt(SO_RXQ_OVFL) for %s failed, rx_dropped will stay "
-                       "0: %m", bind_text.c_str());
-    }
+    sock_buf_size_ = cfg.sock_buf_size;
     if (cfg.sock_buf_size != 0) {
-        const srcnic_status_t status = set_buffers(cfg.sock_buf_size);
+        const srcnic_status_t status = set_buffers(fd_, cfg.sock_buf_size);
         if (status != SRCNIC_OK) {
             return status;
         }
@@ -182,20 +208,7 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     rcvbuf_ = static_cast<uint32_t>(value);
 
     SockAddr bind_sa;
-    std::memset(&bind_sa, 0, sizeof(bind_sa));
-    socklen_t bind_len;
-    if (family_ == AF_INET) {
-        bind_sa.in.sin_family = AF_INET;
-        bind_sa.in.sin_port = htons(cfg.bind_addr.port);
-        std::memcpy(&bind_sa.in.sin_addr, cfg.bind_addr.ip, 4);
-        bind_len = sizeof(bind_sa.in);
-    } else {
-        bind_sa.in6.sin6_family = AF_INET6;
-        bind_sa.in6.sin6_port = htons(cfg.bind_addr.port);
-        std::memcpy(&bind_sa.in6.sin6_addr, cfg.bind_addr.ip, 16);
-        bind_sa.in6.sin6_scope_id = cfg.bind_addr.scope_id;
-        bind_len = sizeof(bind_sa.in6);
-    }
+    const socklen_t bind_len = to_sockaddr(cfg.bind_addr, &bind_sa);
     if (::bind(fd_, &bind_sa.sa, bind_len) != 0) {
         const int err = errno;
         const char *why = err == EADDRINUSE      ? " (address already in use)"
@@ -217,6 +230,31 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     srcnic_status_t status = choose_mtu(cfg.mtu);
     if (status != SRCNIC_OK) {
         return status;
+    }
+    socks_.reserve(1 + cfg.peer_sockets);
+    socks_.push_back(Sock());
+    socks_[0].fd = fd_;
+    tx_copy_.reset(new (std::nothrow) uint8_t[kUdpCopySendMax]);
+    if (tx_copy_ == nullptr) {
+        link_log_error("udp link: out of memory");
+        return SRCNIC_ERR_NO_MEMORY;
+    }
+    if (cfg.peer_sockets != 0) {
+        // SO_REUSEPORT only now that the port is ours: the bind above failed if it was taken,
+        // and peer sockets may join it (see "Peer sockets" in udp_link.h).
+        epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event ev = {};
+        ev.events = EPOLLIN;
+        if (epoll_fd_ < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev) != 0) {
+            link_log_error("udp link: epoll for %s failed: %m", local_addr_.to_string().c_str());
+            return SRCNIC_ERR_IO_ERROR;
+        }
+        if (::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == 0) {
+            peer_sockets_max_ = cfg.peer_sockets;
+        } else {
+            link_log_error("udp link: setsockopt(SO_REUSEPORT) for %s failed, no peer sockets: %m",
+                           local_addr_.to_string().c_str());
+        }
     }
 
     tx_msgs_.reset(new (std::nothrow) struct mmsghdr[batch_size_]);
@@ -264,7 +302,7 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     return SRCNIC_OK;
 }
 
-srcnic_status_t UdpLink::set_buffers(uint32_t size)
+srcnic_status_t UdpLink::set_buffers(int fd, uint32_t size)
 {
     const int value = static_cast<int>(size);
     const struct {
@@ -274,10 +312,10 @@ srcnic_status_t UdpLink::set_buffers(uint32_t size)
     } options[] = {{SO_SNDBUFFORCE, SO_SNDBUF, "SO_SNDBUF"},
                    {SO_RCVBUFFORCE, SO_RCVBUF, "SO_RCVBUF"}};
     for (const auto &opt : options) {
-        if (::setsockopt(fd_, SOL_SOCKET, opt.force, &value, sizeof(value)) == 0) {
+        if (::setsockopt(fd, SOL_SOCKET, opt.force, &value, sizeof(value)) == 0) {
             continue;
         }
-        if (::setsockopt(fd_, SOL_SOCKET, opt.plain, &value, sizeof(value)) != 0) {
+        if (::setsockopt(fd, SOL_SOCKET, opt.plain, &value, sizeof(value)) != 0) {
             link_log_error("udp link: setsockopt(%s, %u) failed: %m", opt.name, size);
             return SRCNIC_ERR_IO_ERROR;
         }
@@ -404,6 +442,62 @@ const char *UdpLink::tx_invalid_reason(const TxDatagram &dgram, uint32_t *len_p)
     return nullptr;
 }
 
+uint32_t UdpLink::sock_for(const LinkAddr &dst)
+{
+    if (peer_sockets_max_ == 0) {
+        return 0;
+    }
+    if (tx_last_ == nullptr || dst != tx_last_dst_) {
+        tx_last_ = &dests_[dst];
+        tx_last_dst_ = dst;
+    }
+    Dest &d = *tx_last_;
+    if (d.sock == 0 && d.sent < kUdpPeerSocketAfter && ++d.sent == kUdpPeerSocketAfter &&
+        socks_.size() - 1 < peer_sockets_max_) {
+        d.sock = open_peer_socket(dst);
+    }
+    return d.sock;
+}
+
+uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
+{
+    const int fd = ::socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    const int no_segment = 0;
+    SockAddr local, peer;
+    const socklen_t local_len = to_sockaddr(local_addr_, &local);
+    const socklen_t peer_len = to_sockaddr(dst, &peer);
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    const char *step =
+        fd < 0 ? "socket"
+        : family_ == AF_INET6 && ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0
+            ? "IPV6_V6ONLY"
+        : ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ? "SO_REUSEPORT"
+        : sock_buf_size_ != 0 && set_buffers(fd, sock_buf_size_) != SRCNIC_OK ? "buffers"
+        : gso_ && ::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof(no_segment)) != 0
+            ? "UDP_SEGMENT"
+        : gro_ && ::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0 ? "UDP_GRO"
+        : ::bind(fd, &local.sa, local_len) != 0       ? "bind"
+        : ::connect(fd, &peer.sa, peer_len) != 0      ? "connect"
+        : ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 ? "epoll_ctl"
+                                                              : nullptr;
+    if (step != nullptr) {
+        // Not an error for the traffic: the destination stays on the bound socket.
+        link_log_error("udp link %s: no peer socket for %s (%s failed: %m); it stays on the "
+                       "bound socket", local_addr_.to_string().c_str(), dst.to_string().c_str(),
+                       step);
+        if (fd >= 0) {
+            ::close(fd);
+        }
+        return 0;
+    }
+    socks_.push_back(Sock());
+    socks_.back().fd = fd;
+    socks_.back().peer = dst;
+    return static_cast<uint32_t>(socks_.size() - 1);
+}
+
 bool UdpLink::add_tx(const TxDatagram *dgrams, uint32_t index, uint32_t len)
 {
     const TxDatagram &dgram = dgrams[index];
@@ -411,6 +505,13 @@ bool UdpLink::add_tx(const TxDatagram *dgrams, uint32_t index, uint32_t len)
         return false;
     }
     uint32_t &msgs = tx_msg_count_;
+    // A batch goes out on one socket.
+    const uint32_t sock = sock_for(dgram.dst);
+    if (msgs == 0) {
+        tx_sock_ = sock;
+    } else if (sock != tx_sock_) {
+        return false;
+    }
     TxGroup *last = msgs != 0 ? &tx_groups_[msgs - 1] : nullptr;
     const bool join = gso_ && last != nullptr && last->count < kUdpGsoMaxSegments &&
                       last->last == last->seg && len <= last->seg && len != 0 &&
@@ -442,21 +543,13 @@ void UdpLink::seal_tx(const TxDatagram *dgrams, uint32_t msg)
     const TxDatagram &dgram = dgrams[group.first];
     SockAddr &name = tx_names_[msg];
     struct msghdr &hdr = tx_msgs_[msg].msg_hdr;
-    if (family_ == AF_INET) {
-        name.in.sin_family = AF_INET;
-        name.in.sin_port = htons(dgram.dst.port);
-        std::memcpy(&name.in.sin_addr, dgram.dst.ip, 4);
-        std::memset(name.in.sin_zero, 0, sizeof(name.in.sin_zero));
-        hdr.msg_namelen = sizeof(name.in);
+    if (tx_sock_ == 0) {
+        hdr.msg_namelen = to_sockaddr(dgram.dst, &name);
+        hdr.msg_name = &name;
     } else {
-        name.in6.sin6_family = AF_INET6;
-        name.in6.sin6_port = htons(dgram.dst.port);
-        name.in6.sin6_flowinfo = 0;
-        std::memcpy(&name.in6.sin6_addr, dgram.dst.ip, 16);
-        name.in6.sin6_scope_id = dgram.dst.scope_id;
-        hdr.msg_namelen = sizeof(name.in6);
+        hdr.msg_namelen = 0;   // a peer socket is connected
+        hdr.msg_name = nullptr;
     }
-    hdr.msg_name = &name;
     hdr.msg_flags = 0;
     if (group.count > 1) {
         hdr.msg_control = &tx_control_[kTxControlSize * msg];
@@ -473,16 +566,41 @@ void UdpLink::seal_tx(const TxDatagram *dgrams, uint32_t msg)
     }
 }
 
+int UdpLink::send_one(int fd, uint32_t msg)
+{
+    // One message: a small datagram goes contiguous with sendto (cheaper than sendmsg, which
+    // copies and checks a message header and a gather list), the rest with sendmsg (cheaper
+    // than a sendmmsg of one).
+    const struct msghdr &hdr = tx_msgs_[msg].msg_hdr;
+    const TxGroup &group = tx_groups_[msg];
+    if (group.count == 1 && group.bytes <= kUdpCopySendMax) {
+        const void *data = hdr.msg_iovlen == 1 ? hdr.msg_iov[0].iov_base : tx_copy_.get();
+        if (hdr.msg_iovlen != 1) {
+            size_t off = 0;
+            for (size_t i = 0; i < hdr.msg_iovlen; ++i) {
+                std::memcpy(&tx_copy_[off], hdr.msg_iov[i].iov_base, hdr.msg_iov[i].iov_len);
+                off += hdr.msg_iov[i].iov_len;
+            }
+        }
+        const ssize_t len = hdr.msg_name != nullptr
+                                ? ::sendto(fd, data, group.bytes, MSG_DONTWAIT,
+                                           static_cast<const struct sockaddr *>(hdr.msg_name),
+                                           hdr.msg_namelen)
+                                : ::send(fd, data, group.bytes, MSG_DONTWAIT);
+        return len >= 0 ? 1 : -1;
+    }
+    return ::sendmsg(fd, &hdr, MSG_DONTWAIT) >= 0 ? 1 : -1;
+}
+
 uint32_t UdpLink::send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regroup)
 {
     uint32_t done = 0;       // messages
     uint32_t datagrams = 0;  // datagrams in them
     *regroup = false;
+    const int fd = socks_[tx_sock_].fd;
     while (done < msgs) {
-        // One message: plain sendmsg, which costs less than a sendmmsg of one.
-        const int sent = (msgs - done == 1)
-                             ? (::sendmsg(fd_, &tx_msgs_[done].msg_hdr, MSG_DONTWAIT) >= 0 ? 1 : -1)
-                             : ::sendmmsg(fd_, &tx_msgs_[done], msgs - done, MSG_DONTWAIT);
+        const int sent = msgs - done == 1 ? send_one(fd, done)
+                                          : ::sendmmsg(fd, &tx_msgs_[done], msgs - done, MSG_DONTWAIT);
         if (sent > 0) {
             for (uint32_t i = done; i < done + static_cast<uint32_t>(sent); ++i) {
                 stats_.tx_datagrams += tx_groups_[i].count;
@@ -512,7 +630,7 @@ uint32_t UdpLink::send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regr
         stats_.tx_errors += group.count;
         datagrams += group.count;
         if (tx_log_.allow()) {
-            link_log_error("udp link %s: sendmmsg to %s failed, %u datagram(s) dropped: %m",
+            link_log_error("udp link %s: sending to %s failed, %u datagram(s) dropped: %m",
                            local_addr_.to_string().c_str(),
                            dgrams[group.first].dst.to_string().c_str(), group.count);
         }
@@ -564,28 +682,42 @@ uint32_t UdpLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
     return done;
 }
 
-uint32_t UdpLink::note_rx_control(const struct msghdr &hdr)
+uint32_t UdpLink::gro_segment(const struct msghdr &hdr)
 {
-    uint32_t seg = 0;
     for (struct cmsghdr *cmsg = CMSG_FIRSTHDR(&hdr); cmsg != nullptr;
          cmsg = CMSG_NXTHDR(const_cast<struct msghdr *>(&hdr), cmsg)) {
-        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SO_RXQ_OVFL) {
-            uint32_t drops;
-            std::memcpy(&drops, CMSG_DATA(cmsg), sizeof(drops));
-            // The kernel's counter is cumulative and 32 bits wide; add what is new, modulo 2^32.
-            stats_.rx_dropped += static_cast<uint32_t>(drops - rx_drops_seen_);
-            rx_drops_seen_ = drops;
-        } else if (cmsg->cmsg_level == SOL_UDP && cmsg->cmsg_type == UDP_GRO) {
+        if (cmsg->cmsg_level == SOL_UDP && cmsg->cmsg_type == UDP_GRO) {
             int size;
             std::memcpy(&size, CMSG_DATA(cmsg), sizeof(size));
-            seg = size > 0 ? static_cast<uint32_t>(size) : 0;
+            return size > 0 ? static_cast<uint32_t>(size) : 0;
         }
     }
-    return seg;
+    return 0;
 }
 
-void UdpLink::take_source(uint32_t i, LinkAddr *out) const
+const LinkStats &UdpLink::stats() const
 {
+    // The kernel counts what it drops for a socket (a full receive buffer, a bad checksum);
+    // read on demand, so receiving pays nothing for it. The counters are 32 bits wide: add
+    // what is new, modulo 2^32.
+    for (Sock &sock : socks_) {
+        uint32_t info[SK_MEMINFO_VARS] = {};
+        socklen_t len = sizeof(info);
+        if (::getsockopt(sock.fd, SOL_SOCKET, SO_MEMINFO, info, &len) == 0 &&
+            len > SK_MEMINFO_DROPS * sizeof(uint32_t)) {
+            stats_.rx_dropped += static_cast<uint32_t>(info[SK_MEMINFO_DROPS] - sock.drops_seen);
+            sock.drops_seen = info[SK_MEMINFO_DROPS];
+        }
+    }
+    return stats_;
+}
+
+void UdpLink::take_source(const Sock &sock, uint32_t i, LinkAddr *out) const
+{
+    if (sock.peer.family != 0) {
+        *out = sock.peer;
+        return;
+    }
     const SockAddr &name = rx_names_[i];
     *out = LinkAddr();
     out->family = family_;
@@ -599,7 +731,7 @@ void UdpLink::take_source(uint32_t i, LinkAddr *out) const
     }
 }
 
-int UdpLink::receive_batch(uint32_t m)
+int UdpLink::receive_batch(Sock &sock, uint32_t m)
 {
     // The kernel writes back the name and control lengths of the headers it fills, only
     // those: reset just what the previous call used (an empty poll touches no header).
@@ -610,25 +742,54 @@ int UdpLink::receive_batch(uint32_t m)
     }
     rx_written_ = 0;
     int got;
-    if (m == 1) {
+    if (m == 1 && !gro_) {
         // After a poll that found at most one datagram (idle, or a ping-pong), ask for one
-        // with recvmsg: cheaper than recvmmsg, which after a datagram also tries the next.
-        const ssize_t len = ::recvmsg(fd_, &rx_msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
+        // with recvfrom (recv on a peer socket, whose source is known): cheaper than recvmsg,
+        // and than recvmmsg, which after a datagram also tries the next. No control message:
+        // drops show with the next batch receive.
+        struct msghdr &hdr = rx_msgs_[0].msg_hdr;
+        socklen_t name_len = sizeof(SockAddr);
+        const ssize_t len =
+            sock.peer.family != 0
+                ? ::recv(sock.fd, hdr.msg_iov[0].iov_base, hdr.msg_iov[0].iov_len,
+                         MSG_DONTWAIT | MSG_TRUNC)
+                : ::recvfrom(sock.fd, hdr.msg_iov[0].iov_base, hdr.msg_iov[0].iov_len,
+                             MSG_DONTWAIT | MSG_TRUNC, &rx_names_[0].sa, &name_len);
+        if (len >= 0) {
+            rx_msgs_[0].msg_len = static_cast<unsigned int>(len);
+            hdr.msg_flags = 0;       // a longer datagram shows as a length over the slot's
+            hdr.msg_controllen = 0;  // no control message was asked for
+            rx_written_ = 1;
+        }
+        got = len >= 0 ? 1 : -1;
+    } else if (m == 1) {
+        // With aggregates on, recvmsg: an aggregate's segment size comes as a control message.
+        const ssize_t len = ::recvmsg(sock.fd, &rx_msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
         if (len >= 0) {
             rx_msgs_[0].msg_len = static_cast<unsigned int>(len);
         }
         got = len >= 0 ? 1 : -1;
     } else {
-        got = ::recvmmsg(fd_, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+        got = ::recvmmsg(sock.fd, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
     }
     if (got >= 0) {
         rx_written_ = static_cast<uint32_t>(got);
-        // A single receive that found a datagram may be the start of a stream: batch the next
-        // call; a batch that found at most one goes back to single receives.
-        rx_single_ = m == 1 ? got == 0 : got <= 1;
+        // Two single receives in a row that found a datagram are a stream: batch the next
+        // call (a ping-pong finds the queue empty in between); a batch that found at most one
+        // goes back to single receives.
+        sock.single = m == 1 ? !(got == 1 && sock.found) : got <= 1;
+        sock.found = got > 0;
+        if (got > 0) {
+            sock.last_rx_call = rx_calls_;
+            if (sock.peer.family != 0) {
+                rx_peer_datagrams_ += static_cast<uint32_t>(got);
+            }
+        }
         return got;
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        sock.single = true;   // nothing queued: the next poll asks for one datagram again
+        sock.found = false;
         return 0;
     }
     // A pending socket error (e.g. ECONNREFUSED from ICMP) is reported once and cleared by
@@ -642,14 +803,45 @@ int UdpLink::receive_batch(uint32_t m)
 
 uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
 {
-    if (gro_) {
-        return rx_burst_gro(slots, n);
+    ++rx_calls_;
+    const uint32_t count = static_cast<uint32_t>(socks_.size());
+    uint32_t filled = gro_count_ != 0 ? gro_drain(slots, n) : 0;
+    if (count == 1) {
+        return filled + (filled < n ? rx_from(0, slots + filled, n - filled) : 0);
     }
+    // Several sockets (see "Polling several sockets" in udp_link.h): the active ones every
+    // call, one quiet one in turn when they found nothing.
+    bool any_active = false;
+    for (uint32_t i = 0; i < count && filled < n; ++i) {
+        if (active(i)) {
+            any_active = true;
+            filled += rx_from(i, slots + filled, n - filled);
+        }
+    }
+    if (filled == 0 && (!any_active || rx_calls_ % kUdpIdlePollEvery == 0)) {
+        for (uint32_t k = 0; k < count; ++k) {
+            const uint32_t i = (rx_turn_ + k) % count;
+            if (!active(i)) {
+                rx_turn_ = i + 1;
+                filled += rx_from(i, slots + filled, n - filled);
+                break;
+            }
+        }
+    }
+    return filled;
+}
+
+uint32_t UdpLink::rx_from(uint32_t index, RxDatagram *slots, uint32_t n)
+{
+    if (gro_) {
+        return rx_gro_from(index, slots, n);
+    }
+    Sock &sock = socks_[index];
     uint32_t filled = 0;
     uint32_t errors = 0;
     while (filled < n) {
         // One datagram while receives are single (see receive_batch), else a batch.
-        const uint32_t m = rx_single_ ? 1 : std::min(n - filled, batch_size_);
+        const uint32_t m = sock.single ? 1 : std::min(n - filled, batch_size_);
         // The pointers into rx_names_, rx_iov_ and rx_control_ never change (set in init);
         // the caller's slots usually do not either (the Nic keeps its slots posted), so most
         // calls only reset what the kernel writes back.
@@ -660,7 +852,7 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
                 rx_iov_[i].iov_len = slot.capacity;
             }
         }
-        const int got = receive_batch(m);
+        const int got = receive_batch(sock, m);
         if (got < 0) {
             if (++errors >= kMaxRxErrorsPerBurst) {
                 break;
@@ -673,7 +865,6 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
         for (uint32_t i = 0; i < static_cast<uint32_t>(got); ++i) {
             const struct mmsghdr &msg = rx_msgs_[i];
             const RxDatagram &slot = slots[filled + i];
-            note_rx_control(msg.msg_hdr);
             if (msg.msg_len > slot.capacity || (msg.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
                 ++stats_.rx_oversize;
                 if (rx_log_.allow()) {
@@ -688,7 +879,7 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
                 std::memmove(out.buf, slot.buf, msg.msg_len);
             }
             out.len = msg.msg_len;
-            take_source(i, &out.src);
+            take_source(sock, i, &out.src);
             ++stats_.rx_datagrams;
             stats_.rx_bytes += msg.msg_len;
             ++kept;
@@ -702,38 +893,46 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
     return filled;
 }
 
-uint32_t UdpLink::rx_burst_gro(RxDatagram *slots, uint32_t n)
+uint32_t UdpLink::gro_drain(RxDatagram *slots, uint32_t n)
 {
+    uint32_t filled = 0;
+    while (gro_count_ != 0 && filled < n) {
+        GroStaged &st = gro_staged_[gro_head_];
+        const uint32_t len = std::min(st.seg, st.end - st.off);
+        RxDatagram &slot = slots[filled];
+        if (len > slot.capacity) {
+            ++stats_.rx_oversize;
+            if (rx_log_.allow()) {
+                link_log_error("udp link %s: dropping a %u-byte datagram: longer than the "
+                               "receive slot (%u bytes)", local_addr_.to_string().c_str(),
+                               len, slot.capacity);
+            }
+        } else {
+            std::memcpy(slot.buf, &gro_mem_[st.buf * kUdpGroBufferSize + st.off], len);
+            slot.len = len;
+            slot.src = st.src;
+            ++stats_.rx_datagrams;
+            stats_.rx_bytes += len;
+            ++filled;
+        }
+        st.off += len;
+        if (st.off >= st.end) {
+            ++gro_head_;
+            --gro_count_;
+        }
+    }
+    return filled;
+}
+
+uint32_t UdpLink::rx_gro_from(uint32_t index, RxDatagram *slots, uint32_t n)
+{
+    Sock &sock = socks_[index];
     uint32_t filled = 0;
     uint32_t errors = 0;
     bool queue_empty = false;
     while (filled < n) {
         // Copy staged datagrams out, in order.
-        while (gro_count_ != 0 && filled < n) {
-            GroStaged &st = gro_staged_[gro_head_];
-            const uint32_t len = std::min(st.seg, st.end - st.off);
-            RxDatagram &slot = slots[filled];
-            if (len > slot.capacity) {
-                ++stats_.rx_oversize;
-                if (rx_log_.allow()) {
-                    link_log_error("udp link %s: dropping a %u-byte datagram: longer than the "
-                                   "receive slot (%u bytes)", local_addr_.to_string().c_str(),
-                                   len, slot.capacity);
-                }
-            } else {
-                std::memcpy(slot.buf, &gro_mem_[st.buf * kUdpGroBufferSize + st.off], len);
-                slot.len = len;
-                slot.src = st.src;
-                ++stats_.rx_datagrams;
-                stats_.rx_bytes += len;
-                ++filled;
-            }
-            st.off += len;
-            if (st.off >= st.end) {
-                ++gro_head_;
-                --gro_count_;
-            }
-        }
+        filled += gro_drain(slots + filled, n - filled);
         if (filled == n || queue_empty) {
             break;
         }
@@ -743,7 +942,7 @@ uint32_t UdpLink::rx_burst_gro(RxDatagram *slots, uint32_t n)
             rx_iov_[i].iov_base = &gro_mem_[i * kUdpGroBufferSize];
             rx_iov_[i].iov_len = kUdpGroBufferSize;
         }
-        const int got = receive_batch(m);
+        const int got = receive_batch(sock, m);
         if (got < 0) {
             if (++errors >= kMaxRxErrorsPerBurst) {
                 break;
@@ -754,7 +953,7 @@ uint32_t UdpLink::rx_burst_gro(RxDatagram *slots, uint32_t n)
         gro_count_ = 0;
         for (uint32_t i = 0; i < static_cast<uint32_t>(got); ++i) {
             const struct mmsghdr &msg = rx_msgs_[i];
-            const uint32_t seg = note_rx_control(msg.msg_hdr);
+            const uint32_t seg = gro_segment(msg.msg_hdr);
             if ((msg.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
                 ++stats_.rx_oversize;   // longer than a UDP payload can be: not expected
                 continue;
@@ -764,7 +963,7 @@ uint32_t UdpLink::rx_burst_gro(RxDatagram *slots, uint32_t n)
             st.off = 0;
             st.end = msg.msg_len;
             st.seg = seg != 0 ? seg : msg.msg_len;
-            take_source(i, &st.src);
+            take_source(sock, i, &st.src);
             if (st.seg < st.end) {
                 ++rx_aggregates_;
             }

@@ -56,19 +56,43 @@
 // larger datagrams (loopback) an aggregate would rarely hold two, so the copy is not worth it
 // and datagrams are received directly into the caller's slots.
 //
-// System calls. One message goes with sendmsg, more with sendmmsg. A receive asks for one
-// datagram with recvmsg while the previous receive found at most one (idle polls, ping-pongs:
-// cheaper than recvmmsg, which after a datagram also tries for the next), and for a batch
-// with recvmmsg after a single receive found a datagram or a batch found several.
+// System calls. A single datagram of at most kUdpCopySendMax bytes is copied into one buffer
+// and goes with sendto (send on a peer socket), cheaper than sendmsg with a gather list; other
+// single messages go with sendmsg, more with sendmmsg. A receive asks for one datagram (recvfrom;
+// recv on a peer socket; recvmsg when aggregates are on, for their segment size) while the
+// previous receive on that socket found at most one (idle polls, ping-pongs: an empty recvfrom
+// costs less than an empty recvmsg or recvmmsg), and for a batch with recvmmsg after two
+// receives in a row found datagrams or a batch found several.
+//
+// Peer sockets. A datagram to an unconnected UDP socket costs the kernel a route lookup per
+// send, and the receiver needs the sender's address from every receive call; a connected socket
+// caches the route and is told the address once. So a destination that has been sent
+// kUdpPeerSocketAfter datagrams gets a socket of its own (up to UdpLinkConfig::peer_sockets of
+// them): bound to the link's address and port with SO_REUSEPORT and connected to the peer. The
+// peer still sees the same source address and port, and the kernel delivers that peer's
+// datagrams to the connected socket (it prefers a connected socket to the bound one), so the link
+// receives from all its sockets. The bound socket is bound without SO_REUSEPORT, which the link
+// sets only after the bind: a port that is in use still fails the bind (BUSY), and an ephemeral
+// port is never one that another socket holds. A socket that failed to open is logged once and
+// its destination stays on the bound socket. A connected socket reports ICMP errors (a peer that
+// is gone: ECONNREFUSED) as send and receive errors; they are counted in tx_errors and rx_errors
+// like any hard error and the reliability layer treats the datagram as lost.
+//
+// Polling several sockets. Every rx_burst polls the sockets that returned a datagram in the
+// last kUdpActiveCalls calls, and, if they had nothing, one of the others in turn: on every
+// call while none is active, every kUdpIdlePollEvery-th call otherwise. An idle link therefore costs one receive call per
+// rx_burst, a busy peer is polled on every call, and a datagram on a quiet socket waits at most
+// about (sockets x kUdpIdlePollEvery) calls. event_fd() is then an epoll descriptor over all the
+// sockets.
 //
 // Receiving. rx_burst points one mmsghdr at each caller slot and receives up to batch_size
 // per recvmmsg call with MSG_TRUNC, so the kernel reports a datagram's real length: one
 // longer than its slot is dropped and counted in rx_oversize (the datagrams behind it are
 // moved up one slot; this copy happens only on that rare path). A hard receive error (a
 // pending socket error such as ECONNREFUSED) is counted in rx_errors and receiving goes on,
-// so an error can never wedge the receive loop. rx_dropped is the socket's drop counter
-// (SO_RXQ_OVFL, datagrams lost to a full receive buffer); the kernel attaches it to received
-// datagrams, so drops show up with the next datagram that is received after them.
+// so an error can never wedge the receive loop. rx_dropped is the sum of the sockets' drop
+// counters (SO_MEMINFO: datagrams lost to a full receive buffer or a bad checksum), read when
+// stats() is called, so receiving pays nothing for it.
 //
 // Threads. A UdpLink is used by one thread at a time (its owner); it takes no locks.
 #ifndef SRCNIC_LINK_UDP_LINK_H
@@ -82,6 +106,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 namespace srcnic {
 
@@ -104,6 +130,18 @@ constexpr uint32_t kUdpGsoMaxSegments = 64;
 // Most bytes in one segmentation-offload group: the payload limit of one IPv6 UDP packet,
 // which the kernel applies to the unsegmented group.
 constexpr uint32_t kUdpGsoMaxBytes = kUdpMaxMtuIpv6;
+// Default number of peer sockets (connected sockets for the busiest destinations; see above).
+constexpr uint32_t kUdpDefaultPeerSockets = 4;
+// Most peer sockets a link may be configured with.
+constexpr uint32_t kUdpMaxPeerSockets = 64;
+// Datagrams sent to a destination before it gets a peer socket.
+constexpr uint32_t kUdpPeerSocketAfter = 64;
+// Single datagrams up to this size are copied into one buffer and sent with sendto, bytes.
+constexpr uint32_t kUdpCopySendMax = 2048;
+// rx_burst calls after its last datagram during which a socket is polled on every call.
+constexpr uint32_t kUdpActiveCalls = 256;
+// While some socket is active, a quiet one is polled every this many rx_burst calls.
+constexpr uint32_t kUdpIdlePollEvery = 4;
 // Largest datagram size for which receive aggregation is used, bytes.
 constexpr uint32_t kUdpGroMaxMtu = 32768;
 // Staging buffers for received aggregates, and their size in bytes (an aggregate is one UDP
@@ -124,6 +162,8 @@ struct UdpLinkConfig {
                              // supports it
     bool gro = true;         // accept receive aggregates (UDP_GRO) where the kernel supports
                              // it and the datagram size is at most kUdpGroMaxMtu
+    uint32_t peer_sockets = kUdpDefaultPeerSockets; // connected sockets for busy destinations,
+                                                    // 0..kUdpMaxPeerSockets; 0 = none
 };
 
 class UdpLink final : public Link {
@@ -141,11 +181,15 @@ public:
     uint32_t rx_burst(RxDatagram *slots, uint32_t n) override;
     const LinkAddr &local_addr() const override { return local_addr_; }
     uint32_t mtu() const override { return mtu_; }
-    // The socket itself: readable while a datagram (or a pending error) is queued.
-    int event_fd() const override { return fd_; }
+    // The bound socket, readable while a datagram (or a pending error) is queued; with peer
+    // sockets configured, an epoll descriptor over all sockets.
+    int event_fd() const override { return epoll_fd_ >= 0 ? epoll_fd_ : fd_; }
     bool rx_pending() const override { return gro_count_ != 0; }
-    const LinkStats &stats() const override { return stats_; }
+    // rx_dropped is read from the kernel's drop counters of the sockets on each call.
+    const LinkStats &stats() const override;
 
+    // The bound socket (peer sockets are extra; see above).
+    int socket_fd() const { return fd_; }
     // Socket send buffer size the kernel granted, bytes, as getsockopt(SO_SNDBUF) reports it.
     uint32_t sndbuf() const { return sndbuf_; }
     // Socket receive buffer size the kernel granted, bytes, as getsockopt(SO_RCVBUF) reports.
@@ -160,6 +204,10 @@ public:
     uint64_t rx_aggregates() const { return rx_aggregates_; }
     // Sending system-call messages, each one datagram or one segmentation-offload group.
     uint64_t tx_messages() const { return tx_messages_; }
+    // Peer sockets open (connected to one destination each).
+    uint32_t peer_sockets() const { return static_cast<uint32_t>(socks_.size()) - 1; }
+    // Datagrams received on peer sockets.
+    uint64_t rx_peer_datagrams() const { return rx_peer_datagrams_; }
 
 private:
     // A socket address of either family.
@@ -169,9 +217,42 @@ private:
         struct sockaddr_in6 in6;  // AF_INET6
     };
 
+    // A socket the link receives from: [0] the bound socket, then the peer sockets.
+    struct Sock {
+        int fd = -1;
+        LinkAddr peer;              // the connected peer; unset (family 0) for the bound socket
+        uint64_t last_rx_call = 0;  // rx_calls_ when it last returned a datagram; 0 = never
+        bool single = true;         // the next receive asks for one datagram
+        bool found = false;         // the last receive found a datagram
+        uint32_t drops_seen = 0;    // the kernel's drop counter when stats() last read it
+    };
+    // What the link knows of a destination it sends to.
+    struct Dest {
+        uint32_t sent = 0;          // datagrams sent while it had no peer socket
+        uint32_t sock = 0;          // index into socks_ (0: the bound socket)
+    };
+    struct LinkAddrHash {
+        size_t operator()(const LinkAddr &a) const { return a.hash(); }
+    };
+
     UdpLink() = default;
     srcnic_status_t init(const UdpLinkConfig &cfg);
-    srcnic_status_t set_buffers(uint32_t size);
+    srcnic_status_t set_buffers(int fd, uint32_t size);
+    // The socket datagrams to dst leave by (counting toward a peer socket; opening one).
+    uint32_t sock_for(const LinkAddr &dst);
+    // Opens a peer socket connected to dst; its index, or 0 if it could not be opened.
+    uint32_t open_peer_socket(const LinkAddr &dst);
+    // Fills a socket address from a link address; returns its length.
+    socklen_t to_sockaddr(const LinkAddr &addr, SockAddr *sa) const;
+    // Receives into slots from socket i; how many were filled.
+    uint32_t rx_from(uint32_t index, RxDatagram *slots, uint32_t n);
+    // Copies staged aggregate datagrams into slots; how many were filled.
+    uint32_t gro_drain(RxDatagram *slots, uint32_t n);
+    // Whether socket i returned a datagram recently (see "Polling several sockets").
+    bool active(uint32_t i) const
+    {
+        return socks_[i].last_rx_call != 0 && rx_calls_ - socks_[i].last_rx_call <= kUdpActiveCalls;
+    }
     srcnic_status_t choose_mtu(uint32_t configured);
     // Why dgram cannot be sent (too long, too many iov entries, wrong family), or nullptr.
     // *len_p (if not null) gets the datagram's length when it is valid.
@@ -194,16 +275,19 @@ private:
     // Sends messages [0, msgs); returns how many datagrams were sent or dropped on a hard
     // error before the socket would block (or the offload was turned off: *regroup set).
     uint32_t send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regroup);
-    // Adds the drops a received datagram's SO_RXQ_OVFL message reports to rx_dropped, and
-    // returns the segment size of an aggregate (UDP_GRO message), or 0.
-    uint32_t note_rx_control(const struct msghdr &hdr);
-    // Fills received datagram fields of `out` from receive header i's source address.
-    void take_source(uint32_t i, LinkAddr *out) const;
-    // rx_burst with receive aggregation: stage aggregates, copy datagrams out.
-    uint32_t rx_burst_gro(RxDatagram *slots, uint32_t n);
-    // One recvmmsg of up to m datagrams into headers [0, m) (already pointed at buffers);
-    // returns how many were received, 0 if none is queued, -1 on a hard error (counted).
-    int receive_batch(uint32_t m);
+    // Sends message `msg` alone on fd: 1 if sent, -1 on error (errno set).
+    int send_one(int fd, uint32_t msg);
+    // The segment size of a received aggregate (its UDP_GRO message), or 0.
+    static uint32_t gro_segment(const struct msghdr &hdr);
+    // Fills received datagram fields of `out` from receive header i's source address (for a
+    // peer socket: its peer).
+    void take_source(const Sock &sock, uint32_t i, LinkAddr *out) const;
+    // rx_from with receive aggregation: stage aggregates from socket i, copy datagrams out.
+    uint32_t rx_gro_from(uint32_t index, RxDatagram *slots, uint32_t n);
+    // One receive of up to m datagrams from socket `sock` into headers [0, m) (already pointed
+    // at buffers); returns how many were received, 0 if none is queued, -1 on a hard error
+    // (counted).
+    int receive_batch(Sock &sock, uint32_t m);
 
     // A staged aggregate: bytes [off, end) of staging buffer `buf` remain, in datagrams of
     // `seg` bytes (the last may be shorter).
@@ -215,16 +299,28 @@ private:
         LinkAddr src;
     };
 
-    int fd_ = -1;                  // the bound UDP socket, non-blocking
+    int fd_ = -1;                  // the bound UDP socket, non-blocking (socks_[0].fd)
+    int epoll_fd_ = -1;            // epoll over all sockets (peer sockets configured), or -1
+    uint32_t peer_sockets_max_ = 0; // peer sockets allowed
+    uint32_t sock_buf_size_ = 0;   // requested socket buffers (for peer sockets), bytes
+    mutable std::vector<Sock> socks_; // the bound socket, then the peer sockets (mutable:
+                                      // stats() notes their drop counters)
+    std::unordered_map<LinkAddr, Dest, LinkAddrHash> dests_; // destinations sent to (with
+                                                             // peer sockets configured)
+    LinkAddr tx_last_dst_;         // the destination sock_for() saw last ...
+    Dest *tx_last_ = nullptr;      //   ... and its entry (entries never move)
+    uint32_t tx_sock_ = 0;         // socket of the send batch being built
+    uint64_t rx_calls_ = 0;        // rx_burst calls
+    uint32_t rx_turn_ = 0;         // the quiet socket polled next
+    uint64_t rx_peer_datagrams_ = 0; // datagrams received on peer sockets
+    std::unique_ptr<uint8_t[]> tx_copy_; // kUdpCopySendMax bytes: a small datagram, contiguous
     uint8_t family_ = 0;           // AF_INET or AF_INET6
     LinkAddr local_addr_;          // bound address with the actual port
     uint32_t mtu_ = 0;             // largest datagram payload, bytes
     uint32_t batch_size_ = 0;      // datagrams per sendmmsg/recvmmsg call
     uint32_t sndbuf_ = 0;          // granted send buffer, bytes (getsockopt)
     uint32_t rcvbuf_ = 0;          // granted receive buffer, bytes (getsockopt)
-    uint32_t rx_drops_seen_ = 0;   // last SO_RXQ_OVFL value the kernel reported, datagrams
     uint32_t rx_written_ = 0;      // receive headers the last recvmmsg filled (and wrote to)
-    bool rx_single_ = true;        // the next receive asks for one datagram (recvmsg)
     bool gso_ = false;             // grouping with UDP_SEGMENT
     bool gro_ = false;             // receiving aggregates (UDP_GRO)
     uint64_t rx_aggregates_ = 0;   // aggregates of more than one datagram received
@@ -233,7 +329,7 @@ private:
     uint32_t gro_head_ = 0;                     //   ... the first not yet copied out
     uint32_t gro_count_ = 0;                    //   ... how many remain
     uint64_t tx_messages_ = 0;     // messages sendmmsg accepted
-    LinkStats stats_;              // counters (see link.h)
+    mutable LinkStats stats_;      // counters (see link.h); stats() updates rx_dropped
 
     std::unique_ptr<struct mmsghdr[]> tx_msgs_;  // batch_size_ send headers
     std::unique_ptr<SockAddr[]> tx_names_;       // destination of each send header
@@ -246,7 +342,7 @@ private:
     std::unique_ptr<SockAddr[]> rx_names_;       // source of each received datagram
     std::unique_ptr<struct iovec[]> rx_iov_;     // one iovec per receive header (caller slot)
     std::unique_ptr<uint8_t[]> rx_control_;      // control buffer per receive header, for
-                                                 // the SO_RXQ_OVFL message
+                                                 // the UDP_GRO message
     LinkLogLimit tx_log_;          // rate limit for send-path messages
     LinkLogLimit rx_log_;          // rate limit for receive-path messages
 };

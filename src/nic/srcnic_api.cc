@@ -19,6 +19,7 @@ srcnic_status_t Nic::create_udp(const srcnic_config_t &config, std::unique_ptr<N
     }
     udp.mtu = config.mtu;
     udp.sock_buf_size = config.sock_buf;
+    udp.peer_sockets = config.peer_sockets;
     std::unique_ptr<Link> link;
     status = UdpLink::open(udp, &link);
     if (status != SRCNIC_OK) {

@@ -1,8 +1,9 @@
 // Unit tests for src/link/udp_link.cc, over 127.0.0.1 and ::1 only.
 //
 // The send and receive error paths are made deterministic by an armed mock: this file defines
-// sendmmsg, recvmmsg, sendmsg and recvmsg (the link uses the single-message calls for single
-// messages), which take precedence over libc's in this test program. Unarmed (or
+// sendmmsg, recvmmsg, sendmsg, recvmsg, sendto, send, recvfrom and recv (the link uses the
+// single-message calls for single messages), which take precedence over libc's in this test
+// program. Unarmed (or
 // for any other socket) they forward to the real functions; armed for one socket, they let a
 // given number of datagrams through and then fail a given number of calls with a given errno.
 #include "link/udp_link.h"
@@ -115,6 +116,47 @@ extern "C" ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
     return result;
 }
 
+// The single-buffer calls: one mock for each pair, forwarding to the real call.
+template <typename Fn, typename... Args>
+ssize_t mock_single(MockPlan *plan, const char *name, int fd, Args... args)
+{
+    static_assert(sizeof...(Args) >= 3, "buffer, length and flags at least");
+    const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+    unsigned int vlen = 1;
+    if (mock_should_fail(plan, fd, &vlen)) {
+        return -1;
+    }
+    const ssize_t result = real(fd, args...);
+    mock_passed(plan, fd, result >= 0 ? 1 : -1);
+    return result;
+}
+
+extern "C" ssize_t sendto(int fd, const void *buf, size_t len, int flags,
+                          const struct sockaddr *to, socklen_t to_len)
+{
+    using Fn = ssize_t (*)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+    return mock_single<Fn>(&g_send_plan, "sendto", fd, buf, len, flags, to, to_len);
+}
+
+extern "C" ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+    using Fn = ssize_t (*)(int, const void *, size_t, int);
+    return mock_single<Fn>(&g_send_plan, "send", fd, buf, len, flags);
+}
+
+extern "C" ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
+                            socklen_t *from_len)
+{
+    using Fn = ssize_t (*)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+    return mock_single<Fn>(&g_recv_plan, "recvfrom", fd, buf, len, flags, from, from_len);
+}
+
+extern "C" ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+    using Fn = ssize_t (*)(int, void *, size_t, int);
+    return mock_single<Fn>(&g_recv_plan, "recv", fd, buf, len, flags);
+}
+
 namespace srcnic {
 namespace {
 
@@ -145,6 +187,12 @@ std::unique_ptr<Link> open_link(const UdpLinkConfig &cfg)
     std::unique_ptr<Link> link;
     EXPECT_EQ(SRCNIC_OK, UdpLink::open(cfg, &link)) << cfg.bind_addr.to_string();
     return link;
+}
+
+// The bound socket of a UDP link (what the mocks are armed for).
+int sock_of(Link &link)
+{
+    return static_cast<UdpLink &>(link).socket_fd();
 }
 
 // Whether an IPv6 socket can be bound to ::1 here.
@@ -504,7 +552,7 @@ TEST(UdpLink, tx_burst__would_block_returns_the_count_accepted)
     ASSERT_TRUE(a && b);
     const auto payloads = make_payloads(std::vector<uint32_t>(10, 64), 4);
 
-    g_send_plan = MockPlan{a->event_fd(), 5, 1, EAGAIN, 0};
+    g_send_plan = MockPlan{sock_of(*a), 5, 1, EAGAIN, 0};
     EXPECT_EQ(5u, send_all(*a, payloads, b->local_addr()));
     EXPECT_EQ(1u, g_send_plan.failed);
     EXPECT_EQ(5u, a->stats().tx_datagrams);
@@ -525,7 +573,7 @@ TEST(UdpLink, tx_burst__hard_error_counted_as_accepted)
     ASSERT_TRUE(a && b);
     const auto payloads = make_payloads(std::vector<uint32_t>(10, 64), 5);
 
-    g_send_plan = MockPlan{a->event_fd(), 3, 1, ECONNREFUSED, 0};
+    g_send_plan = MockPlan{sock_of(*a), 3, 1, ECONNREFUSED, 0};
     EXPECT_EQ(10u, send_all(*a, payloads, b->local_addr()));
     EXPECT_EQ(1u, g_send_plan.failed);
     EXPECT_EQ(1u, a->stats().tx_errors);
@@ -547,14 +595,14 @@ TEST(UdpLink, rx_burst__hard_errors_do_not_wedge_the_loop)
     const auto payloads = make_payloads(std::vector<uint32_t>(5, 64), 6);
 
     // Two errors: rx_burst counts them and still receives in the same call.
-    g_recv_plan = MockPlan{b->event_fd(), 0, 2, ECONNREFUSED, 0};
+    g_recv_plan = MockPlan{sock_of(*b), 0, 2, ECONNREFUSED, 0};
     ASSERT_EQ(5u, send_all(*a, payloads, b->local_addr()));
     auto got = receive(*b, 5, b->mtu());
     EXPECT_EQ(5u, got.size());
     EXPECT_EQ(2u, b->stats().rx_errors);
 
     // Errors without end: each rx_burst gives up after a bounded number and returns.
-    g_recv_plan = MockPlan{b->event_fd(), 0, 1000000, ECONNREFUSED, 0};
+    g_recv_plan = MockPlan{sock_of(*b), 0, 1000000, ECONNREFUSED, 0};
     ASSERT_EQ(5u, send_all(*a, payloads, b->local_addr()));
     uint8_t buf[128];
     RxDatagram slot = {buf, sizeof(buf), 0, LinkAddr()};
@@ -602,25 +650,12 @@ TEST(UdpLink, tx_burst__peer_not_reading_never_stalls_and_drops_are_counted)
                 would_block ? "then would block" : "never blocked");
     EXPECT_EQ(accepted, a->stats().tx_datagrams);
 
-    // Drain, then send a marker: the kernel reports drops with the next datagram received.
-    // Repeat (bounded) until every accepted datagram is accounted for.
+    // Drain until every accepted datagram is accounted for, received or dropped (the link
+    // reads the kernel's drop counter when its stats are read); bounded by the watchdog.
     uint64_t received = 0;
-    const auto marker = make_payloads({3}, 8);
-    for (int attempt = 0; attempt < 10 && received + b->stats().rx_dropped < accepted;
-         ++attempt) {
-        ASSERT_EQ(1u, send_all(*a, marker, b->local_addr()));
-        const uint64_t deadline = now_ns() + kWatchdogNs;
-        bool marker_seen = false;
-        while (!marker_seen && now_ns() < deadline) {
-            for (const auto &r : receive(*b, 1, b->mtu(), 64)) {
-                if (r.data == marker[0]) {
-                    marker_seen = true;
-                } else {
-                    ++received;
-                }
-            }
-        }
-        ASSERT_TRUE(marker_seen);
+    const uint64_t deadline = now_ns() + kWatchdogNs;
+    while (received + b->stats().rx_dropped < accepted && now_ns() < deadline) {
+        received += receive(*b, 1, b->mtu(), 64).size();
     }
     std::printf("received %llu, dropped %llu\n", static_cast<unsigned long long>(received),
                 static_cast<unsigned long long>(b->stats().rx_dropped));
@@ -727,7 +762,7 @@ TEST(UdpLink, tx_burst__offload_refused_by_the_kernel_falls_back_to_datagrams)
     // The first call (one group of 10) fails with EIO, as on a route without checksum
     // offload / expect the offload off and all 10 delivered one by one, none counted lost.
     const auto payloads = make_payloads(std::vector<uint32_t>(10, 64), 13);
-    g_send_plan = MockPlan{a->event_fd(), 0, 1, EIO, 0};
+    g_send_plan = MockPlan{sock_of(*a), 0, 1, EIO, 0};
     EXPECT_EQ(10u, send_all(*a, payloads, b->local_addr()));
     EXPECT_EQ(1u, g_send_plan.failed);
     EXPECT_FALSE(as_udp(*a).gso());
@@ -750,7 +785,7 @@ TEST(UdpLink, tx_burst__hard_error_on_a_group_drops_the_group)
     std::vector<uint32_t> lens(5, 64);
     lens.insert(lens.end(), 5, 200);
     const auto payloads = make_payloads(lens, 14);
-    g_send_plan = MockPlan{a->event_fd(), 0, 1, ECONNREFUSED, 0};
+    g_send_plan = MockPlan{sock_of(*a), 0, 1, ECONNREFUSED, 0};
     EXPECT_EQ(10u, send_all(*a, payloads, b->local_addr()));
     EXPECT_EQ(5u, a->stats().tx_errors);
     EXPECT_EQ(5u, a->stats().tx_datagrams);
@@ -861,6 +896,166 @@ TEST(UdpLink, open__gro_only_for_small_datagrams_and_when_configured)
     ASSERT_TRUE(big && no);
     EXPECT_FALSE(as_udp(*big).gro());
     EXPECT_FALSE(as_udp(*no).gro());
+}
+
+// --- peer sockets ----------------------------------------------------------------------------
+
+// Receives exactly payloads (in order) at `link` from `src`; returns how many arrived.
+size_t expect_from(Link &link, const std::vector<std::vector<uint8_t>> &payloads,
+                   const LinkAddr &src)
+{
+    const auto got = receive(link, payloads.size(), link.mtu());
+    EXPECT_EQ(payloads.size(), got.size());
+    for (size_t i = 0; i < got.size() && i < payloads.size(); ++i) {
+        EXPECT_EQ(payloads[i], got[i].data) << "datagram " << i;
+        EXPECT_TRUE(got[i].src == src) << got[i].src.to_string() << " for " << src.to_string();
+    }
+    return got.size();
+}
+
+TEST(UdpLink, peer_sockets__a_busy_destination_gets_a_connected_socket_with_the_same_source)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(0u, as_udp(*a).peer_sockets());
+    EXPECT_NE(as_udp(*a).socket_fd(), a->event_fd());   // an epoll set over its sockets
+
+    // One short of the threshold: still the bound socket.
+    const auto first = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter - 1, 100), 21);
+    ASSERT_EQ(first.size(), send_all(*a, first, b->local_addr()));
+    EXPECT_EQ(0u, as_udp(*a).peer_sockets());
+    expect_from(*b, first, a->local_addr());
+
+    // The next datagram opens a's socket for b; b still sees a's address and port.
+    const auto more = make_payloads(std::vector<uint32_t>(100, 200), 22);
+    ASSERT_EQ(more.size(), send_all(*a, more, b->local_addr()));
+    EXPECT_EQ(1u, as_udp(*a).peer_sockets());
+    expect_from(*b, more, a->local_addr());
+    EXPECT_EQ(0u, as_udp(*b).rx_peer_datagrams());   // b has no peer socket yet
+
+    // Back from b: everything b sends reaches a's socket for b, before and after b opens its own.
+    const auto back = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter + 50, 300), 23);
+    ASSERT_EQ(back.size(), send_all(*b, back, a->local_addr()));
+    EXPECT_EQ(1u, as_udp(*b).peer_sockets());
+    expect_from(*a, back, b->local_addr());
+    EXPECT_EQ(back.size(), as_udp(*a).rx_peer_datagrams());
+
+    // And a's traffic now lands on b's socket for a.
+    ASSERT_EQ(more.size(), send_all(*a, more, b->local_addr()));
+    expect_from(*b, more, a->local_addr());
+    EXPECT_EQ(more.size(), as_udp(*b).rx_peer_datagrams());
+    EXPECT_EQ(0u, a->stats().tx_errors + b->stats().tx_errors);
+    EXPECT_EQ(0u, a->stats().rx_dropped + b->stats().rx_dropped);
+}
+
+TEST(UdpLink, peer_sockets__other_peers_still_reach_the_bound_socket)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && c);
+    const auto to_b = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 64), 24);
+    ASSERT_EQ(to_b.size(), send_all(*a, to_b, b->local_addr()));
+    ASSERT_EQ(1u, as_udp(*a).peer_sockets());
+    expect_from(*b, to_b, a->local_addr());
+    ASSERT_EQ(to_b.size(), send_all(*b, to_b, a->local_addr()));
+    expect_from(*a, to_b, b->local_addr());
+    const uint64_t on_peer_socket = as_udp(*a).rx_peer_datagrams();
+
+    // c's datagrams go to a's bound socket, with c's address, while a is busy with b.
+    const auto from_c = make_payloads(std::vector<uint32_t>(10, 500), 25);
+    ASSERT_EQ(from_c.size(), send_all(*c, from_c, a->local_addr()));
+    expect_from(*a, from_c, c->local_addr());
+    EXPECT_EQ(on_peer_socket, as_udp(*a).rx_peer_datagrams());
+    // Interleaved: both keep arriving, each in order, each with its own source.
+    for (int round = 0; round < 5; ++round) {
+        ASSERT_EQ(from_c.size(), send_all(*c, from_c, a->local_addr()));
+        ASSERT_EQ(to_b.size(), send_all(*b, to_b, a->local_addr()));
+        const auto got = receive(*a, from_c.size() + to_b.size(), a->mtu());
+        ASSERT_EQ(from_c.size() + to_b.size(), got.size());
+        size_t next_b = 0, next_c = 0;
+        for (const Received &r : got) {
+            if (r.src == b->local_addr()) {
+                EXPECT_EQ(to_b[next_b++], r.data);
+            } else {
+                EXPECT_TRUE(r.src == c->local_addr()) << r.src.to_string();
+                EXPECT_EQ(from_c[next_c++], r.data);
+            }
+        }
+    }
+}
+
+TEST(UdpLink, peer_sockets__limited_by_the_config_and_off_at_zero)
+{
+    UdpLinkConfig one = config_for("127.0.0.1");
+    one.peer_sockets = 1;
+    UdpLinkConfig none = config_for("127.0.0.1");
+    none.peer_sockets = 0;
+    std::unique_ptr<Link> a = open_link(one);
+    std::unique_ptr<Link> z = open_link(none);
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && z && b && c);
+    const auto payloads = make_payloads(std::vector<uint32_t>(2 * kUdpPeerSocketAfter, 64), 26);
+    for (Link *from : {a.get(), z.get()}) {
+        for (Link *to : {b.get(), c.get()}) {
+            ASSERT_EQ(payloads.size(), send_all(*from, payloads, to->local_addr()));
+            expect_from(*to, payloads, from->local_addr());
+        }
+    }
+    EXPECT_EQ(1u, as_udp(*a).peer_sockets());
+    EXPECT_EQ(0u, as_udp(*z).peer_sockets());
+    EXPECT_EQ(as_udp(*z).socket_fd(), z->event_fd());   // no epoll set without peer sockets
+
+    UdpLinkConfig too_many = config_for("127.0.0.1");
+    too_many.peer_sockets = kUdpMaxPeerSockets + 1;
+    std::unique_ptr<Link> bad;
+    EXPECT_EQ(SRCNIC_ERR_INVALID_PARAM, UdpLink::open(too_many, &bad));
+}
+
+TEST(UdpLink, peer_sockets__port_stays_exclusive)
+{
+    // SO_REUSEPORT is set only after the bind, so another link still cannot take the port,
+    // before or after a peer socket joined it.
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    UdpLinkConfig same = config_for("127.0.0.1");
+    same.bind_addr = a->local_addr();
+    std::unique_ptr<Link> second;
+    EXPECT_EQ(SRCNIC_ERR_BUSY, UdpLink::open(same, &second));
+    const auto payloads = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 64), 27);
+    ASSERT_EQ(payloads.size(), send_all(*a, payloads, b->local_addr()));
+    ASSERT_EQ(1u, as_udp(*a).peer_sockets());
+    EXPECT_EQ(SRCNIC_ERR_BUSY, UdpLink::open(same, &second));
+    EXPECT_FALSE(second);
+}
+
+TEST(UdpLink, peer_sockets__a_peer_that_is_gone_is_counted_and_never_wedges)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    const LinkAddr gone = b->local_addr();
+    const auto payloads = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 64), 28);
+    ASSERT_EQ(payloads.size(), send_all(*a, payloads, gone));
+    ASSERT_EQ(1u, as_udp(*a).peer_sockets());
+    b.reset();
+    // The kernel answers with ICMP port unreachable; the connected socket reports it as an
+    // error on a later call. Every datagram still counts as accepted, receiving goes on.
+    const auto one = make_payloads({64}, 29);
+    for (int i = 0; i < 20; ++i) {
+        ASSERT_EQ(1u, send_all(*a, one, gone));
+        std::vector<uint8_t> buf(a->mtu());
+        RxDatagram slot{buf.data(), a->mtu(), 0, LinkAddr()};
+        EXPECT_EQ(0u, a->rx_burst(&slot, 1));
+    }
+    const LinkStats &s = a->stats();
+    std::printf("tx_errors %llu rx_errors %llu\n", static_cast<unsigned long long>(s.tx_errors),
+                static_cast<unsigned long long>(s.rx_errors));
+    EXPECT_EQ(kUdpPeerSocketAfter + 20, s.tx_datagrams + s.tx_errors);
+    EXPECT_GE(s.tx_errors + s.rx_errors, 1u);
 }
 
 } // namespace
