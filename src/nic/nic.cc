@@ -156,9 +156,10 @@ void Nic::kick()
 unsigned Nic::transmit()
 {
     tx_blocked_ = false;
+    now_ = 0;
     unsigned n = requester_take();
     if (!active_.empty()) {
-        n += tx_schedule(now_ns(), false);
+        n += tx_schedule(now(), false);
         tx_flush();
     }
     return n;
@@ -172,7 +173,7 @@ unsigned Nic::progress()
     unsigned n = transmit();
     const unsigned got = rx_poll();
     if (got != 0) {
-        n += got + tx_schedule(now_ns(), true);
+        n += got + tx_schedule(now(), true);
         tx_flush();
     }
     return n;

@@ -11,6 +11,7 @@
 #define SRCNIC_NIC_NIC_H
 
 #include "conn/connection.h"
+#include "core/clock.h"
 #include "core/random.h"
 #include "link/link.h"
 #include "mr/mr_table.h"
@@ -131,6 +132,15 @@ private:
 
     // --- rx demux (rx_demux.cc): link -> stages ---
     unsigned rx_poll();
+    // The time for this progress call: read once, on first use after the call began (a
+    // protocol timer needs microseconds, not the nanoseconds a fresh read costs per use).
+    uint64_t now()
+    {
+        if (now_ == 0) {
+            now_ = now_ns();
+        }
+        return now_;
+    }
     void rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src);
     void rx_sequenced(Connection *c, int32_t buf, uint32_t len);
     void rx_deliver(Connection *c, int32_t buf, uint32_t len);
@@ -192,6 +202,7 @@ private:
     int32_t rx_bufs_[kRxBurst];     // buffer of each slot
     uint32_t rx_posted_ = 0;        // slots [0, rx_posted_) hold a buffer
 
+    uint64_t now_ = 0;   // now(): the time of this progress call, 0 = not read yet
     // Transmit batch (flushed to the link when full and at the end of progress).
     static constexpr uint32_t kTxBatch = 32;
     PacketHeader tx_hdrs_[kTxBatch];

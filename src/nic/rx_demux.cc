@@ -79,15 +79,17 @@ unsigned Nic::rx_poll()
         return 0;
     }
     // The link filled slots [0, got): their buffers go up the stack (each is freed by whoever
-    // finishes with it); the empty slots move to the front with their buffers.
+    // finishes with it); empty slots from the end take their places (empty slots are all
+    // alike, so their order does not matter and a single datagram moves one slot).
     for (uint32_t i = 0; i < got; ++i) {
         count(SRCNIC_CNT_RX_PACKETS);
         count(SRCNIC_CNT_RX_BYTES, rx_slots_[i].len);
         rx_datagram(rx_bufs_[i], rx_slots_[i].len, rx_slots_[i].src);
     }
-    for (uint32_t i = got; i < rx_posted_; ++i) {
-        rx_slots_[i - got] = rx_slots_[i];
-        rx_bufs_[i - got] = rx_bufs_[i];
+    const uint32_t moved = std::min(got, rx_posted_ - got);
+    for (uint32_t i = 0; i < moved; ++i) {
+        rx_slots_[i] = rx_slots_[rx_posted_ - 1 - i];
+        rx_bufs_[i] = rx_bufs_[rx_posted_ - 1 - i];
     }
     rx_posted_ -= got;
     return got;
@@ -211,7 +213,7 @@ void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len)
         }
         // Report the gap at once: the sender's fast retransmit depends on it.
         if (!c->ack_pending) {
-            c->ack_since_ns = now_ns();
+            c->ack_since_ns = now();
         }
         c->ack_pending = c->ack_now = true;
         activate(c);
@@ -272,7 +274,7 @@ void Nic::rx_deliver(Connection *c, int32_t buf, uint32_t len)
     ++c->unacked_rx;
     if (!c->ack_pending) {
         c->ack_pending = true;
-        c->ack_since_ns = now_ns();
+        c->ack_since_ns = now();
     }
     if (h.flags & kFlagAckReq) {
         c->ack_next = true;
@@ -298,7 +300,7 @@ void Nic::rx_control(Connection *c, const PacketHeader &h)
         if (h.imm == static_cast<uint32_t>(NakReason::kRnr) && psn_before(h.psn, c->send_psn) &&
             !psn_before(h.psn, c->acked_psn)) {
             count(SRCNIC_CNT_RNR_RECEIVED);
-            const uint64_t now = now_ns();
+            const uint64_t now = this->now();
             c->rnr_until_ns = now + static_cast<uint64_t>(c->rnr_delay_us) * kNsPerUs;
             c->rnr_delay_us = std::min(c->rnr_delay_us * 2, std::max(config_.rnr_delay_us, 10000u));
             start_resend(c, h.psn, c->send_psn);
@@ -327,7 +329,7 @@ void Nic::apply_ack(Connection *c, uint32_t ack_psn)
         count(SRCNIC_CNT_DROP_BAD_RESPONSE);   // acknowledges what was never sent
         return;
     }
-    const uint64_t now = now_ns();
+    const uint64_t now = this->now();
     c->acked_psn = ack_psn;
     if (psn_before(c->resend_psn, ack_psn)) {
         c->resend_psn = ack_psn;
@@ -372,7 +374,7 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
     if (advanced != 0) {
         // The peer is alive and receiving: that is progress for the failure timers, even if
         // the ack cannot complete anything yet.
-        const uint64_t now = now_ns();
+        const uint64_t now = this->now();
         c->retries = 0;
         c->progress_ns = now;
         if (c->unacked()) {
@@ -390,7 +392,7 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
     // A gap at the receiver with later packets already there: retransmit the gap now rather
     // than at the timeout, at most once per quarter timeout.
     if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) && __builtin_popcountll(h.sack) >= 2) {
-        const uint64_t now = now_ns();
+        const uint64_t now = this->now();
         if (now - c->fast_rtx_ns >= static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4) {
             c->fast_rtx_ns = now;
             // Resend the holes up to the highest PSN the receiver holds.
