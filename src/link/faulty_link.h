@@ -118,6 +118,7 @@ public:
     uint32_t mtu() const override { return inner_->mtu(); }
     // The inner link's event fd; see "Release" above for held datagrams.
     int event_fd() const override { return inner_->event_fd(); }
+    void rx_notify(bool on) override { inner_->rx_notify(on); }
     bool rx_pending() const override { return held() > 0 || inner_->rx_pending(); }
     const LinkStats &stats() const override { return stats_; }
 

@@ -90,8 +90,15 @@ public:
     virtual uint32_t mtu() const = 0;
 
     // A file descriptor that polls readable (level-triggered) while rx_burst would return
-    // datagrams, or -1 if the link has none (then the caller must poll).
+    // datagrams, or -1 if the link has none (then the caller must poll). A link may announce
+    // datagrams on it only between rx_notify(true) and rx_notify(false).
     virtual int event_fd() const = 0;
+
+    // Whether event_fd() must announce datagrams: on while a waiter may sleep on it, off while
+    // the owner polls. Announcing can cost the medium work per datagram (the UDP link's
+    // sockets wake an epoll set on every arrival), so a link may skip it while off. Turning it
+    // on announces datagrams already queued. Default: always announced.
+    virtual void rx_notify(bool on) { (void)on; }
 
     // True while the link holds received datagrams that event_fd() does not announce (already
     // taken from the medium, not yet returned by rx_burst): the caller must not sleep on the

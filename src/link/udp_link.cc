@@ -150,6 +150,25 @@ UdpLink::~UdpLink()
     }
 }
 
+void UdpLink::rx_notify(bool on)
+{
+    if (on == notify_) {
+        return;
+    }
+    notify_ = on;
+    for (const Sock &sock : socks_) {
+        struct epoll_event ev = {};
+        ev.events = EPOLLIN;
+        // Adding a socket that holds datagrams makes the set readable at once. A failure
+        // (out of memory) leaves a waiter to the Nic's timers: logged, not fatal.
+        if (::epoll_ctl(epoll_fd_, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, sock.fd, &ev) != 0 &&
+            rx_log_.allow()) {
+            link_log_error("udp link %s: epoll_ctl(%s) failed: %m",
+                           local_addr_.to_string().c_str(), on ? "ADD" : "DEL");
+        }
+    }
+}
+
 socklen_t UdpLink::to_sockaddr(const LinkAddr &addr, SockAddr *sa) const
 {
     std::memset(sa, 0, sizeof(*sa));
@@ -239,16 +258,14 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
         link_log_error("udp link: out of memory");
         return SRCNIC_ERR_NO_MEMORY;
     }
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) {
+        link_log_error("udp link: epoll for %s failed: %m", local_addr_.to_string().c_str());
+        return SRCNIC_ERR_IO_ERROR;
+    }
     if (cfg.peer_sockets != 0) {
         // SO_REUSEPORT only now that the port is ours: the bind above failed if it was taken,
         // and peer sockets may join it (see "Peer sockets" in udp_link.h).
-        epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-        struct epoll_event ev = {};
-        ev.events = EPOLLIN;
-        if (epoll_fd_ < 0 || ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev) != 0) {
-            link_log_error("udp link: epoll for %s failed: %m", local_addr_.to_string().c_str());
-            return SRCNIC_ERR_IO_ERROR;
-        }
         if (::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == 0) {
             peer_sockets_max_ = cfg.peer_sockets;
         } else {
@@ -480,7 +497,7 @@ uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
         : gro_ && ::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0 ? "UDP_GRO"
         : ::bind(fd, &local.sa, local_len) != 0       ? "bind"
         : ::connect(fd, &peer.sa, peer_len) != 0      ? "connect"
-        : ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 ? "epoll_ctl"
+        : notify_ && ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 ? "epoll_ctl"
                                                               : nullptr;
     if (step != nullptr) {
         // Not an error for the traffic: the destination stays on the bound socket.

@@ -167,6 +167,12 @@ unsigned Nic::transmit()
 
 unsigned Nic::progress()
 {
+    // A waiter that was woken (or never slept) no longer needs the link to announce arrivals;
+    // the caller polls (see Link::rx_notify).
+    if (rx_notify_ && !armed_) {
+        link_->rx_notify(false);
+        rx_notify_ = false;
+    }
     // New work goes out before the poll for what came in: a reply posted after the last call
     // leaves without waiting behind a receive system call. What the receive produced (acks,
     // answers, retransmissions) goes out in the same call.
@@ -185,6 +191,10 @@ srcnic_status_t Nic::arm()
     while (read(kick_fd_, &drained, sizeof(drained)) > 0) {
     }
     armed_ = false;
+    if (!rx_notify_) {
+        link_->rx_notify(true);   // before the checks: what arrives from here on wakes the fd
+        rx_notify_ = true;
+    }
     if (link_->rx_pending()) {
         return SRCNIC_ERR_BUSY;
     }

@@ -217,6 +217,7 @@ private:
     int epoll_fd_ = -1;
     int timer_fd_ = -1;
     int kick_fd_ = -1;              // eventfd: completions written while armed
+    bool rx_notify_ = false;        // the link announces arrivals on its event fd (armed)
     bool armed_ = false;            // arm() returned OK and nothing has woken the fd since
 };
 
