@@ -109,6 +109,7 @@ void Nic::conn_release(Connection *c)
 
 void Nic::activate(Connection *c)
 {
+    tx_due_ = true;
     if (!c->in_active) {
         c->in_active = true;
         active_.push_back(c);

@@ -158,7 +158,12 @@ unsigned Nic::transmit()
     tx_blocked_ = false;
     now_ = 0;
     unsigned n = requester_take();
-    if (!active_.empty()) {
+    // Connections only get something to send through activate() (new work, an arrival, a link
+    // that would block); otherwise only their timers can, which are checked every
+    // kTxTimerCalls-th call: an idle poll then reads no clock.
+    if (!active_.empty() && (tx_due_ || ++tx_idle_calls_ >= kTxTimerCalls)) {
+        tx_due_ = false;
+        tx_idle_calls_ = 0;
         n += tx_schedule(now(), false);
         tx_flush();
     }

@@ -50,6 +50,9 @@ struct LinkAddrHash {
 // §5.3). Senders ask for prompt acknowledgements (ACK_REQ) where they need them, so this only
 // bounds the delay inside a stream.
 constexpr uint64_t kAckDelayNs = 100 * 1000;
+// transmit() calls with nothing activated between two checks of the connections' timers (RTO,
+// delayed ack, RNR back-off): they are late by at most this many polls.
+constexpr uint32_t kTxTimerCalls = 8;
 // Message descriptors the requester leaves for the responder's answers.
 constexpr unsigned kAnswerReserve = 16;
 
@@ -210,6 +213,8 @@ private:
     TxDatagram tx_dgrams_[kTxBatch];
     Connection *tx_conn_[kTxBatch];   // connection each datagram belongs to (nullptr: none)
     uint32_t tx_count_ = 0;
+    bool tx_due_ = false;           // a connection was activated since transmit() last scheduled
+    uint32_t tx_idle_calls_ = 0;    // transmit() calls that skipped scheduling since it last ran
     bool tx_blocked_ = false;       // the link would block: stop generating packets
 
     void kick();
