@@ -826,26 +826,42 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
     if (count == 1) {
         return filled + (filled < n ? rx_from(0, slots + filled, n - filled) : 0);
     }
-    // Several sockets (see "Polling several sockets" in udp_link.h): the active ones every
-    // call, one quiet one in turn when they found nothing.
+    // Several sockets (see "Polling several sockets" in udp_link.h).
     bool any_active = false;
-    for (uint32_t i = 0; i < count && filled < n; ++i) {
+    for (uint32_t i = 0; i < count && !any_active; ++i) {
+        any_active = active(i);
+    }
+    // While active sockets keep the slots full, a quiet one still gets its turn, first.
+    if (any_active && filled < n && rx_calls_ % kUdpBusyPollEvery == 0) {
+        filled += rx_quiet(slots + filled, n - filled);
+    }
+    // The active ones, from a start that rotates, so that none waits behind one that fills
+    // the slots.
+    const uint32_t start = static_cast<uint32_t>(rx_calls_ % count);
+    for (uint32_t k = 0; k < count && filled < n; ++k) {
+        const uint32_t i = (start + k) % count;
         if (active(i)) {
-            any_active = true;
             filled += rx_from(i, slots + filled, n - filled);
         }
     }
+    // Nothing from them: a quiet one, on every call while none is active.
     if (filled == 0 && (!any_active || rx_calls_ % kUdpIdlePollEvery == 0)) {
-        for (uint32_t k = 0; k < count; ++k) {
-            const uint32_t i = (rx_turn_ + k) % count;
-            if (!active(i)) {
-                rx_turn_ = i + 1;
-                filled += rx_from(i, slots + filled, n - filled);
-                break;
-            }
-        }
+        filled += rx_quiet(slots, n);
     }
     return filled;
+}
+
+uint32_t UdpLink::rx_quiet(RxDatagram *slots, uint32_t n)
+{
+    const uint32_t count = static_cast<uint32_t>(socks_.size());
+    for (uint32_t k = 0; k < count; ++k) {
+        const uint32_t i = (rx_turn_ + k) % count;
+        if (!active(i)) {
+            rx_turn_ = i + 1;
+            return rx_from(i, slots, n);
+        }
+    }
+    return 0;
 }
 
 uint32_t UdpLink::rx_from(uint32_t index, RxDatagram *slots, uint32_t n)

@@ -29,8 +29,9 @@
 // report what the kernel granted, as getsockopt reads it (Linux doubles the request to cover
 // its bookkeeping), so a deployment can see a cap it hit.
 //
-// Sending. tx_burst builds mmsghdrs that point at the caller's iovecs (no copy) and sends up
-// to batch_size of them per sendmmsg call. With segmentation offload (UDP_SEGMENT, Linux 4.18
+// Sending. tx_burst builds mmsghdrs that point at the caller's iovecs (no copy; only a lone
+// small datagram is copied, see "System calls") and sends up to batch_size of them per
+// sendmmsg call, all on one socket (a batch ends where the next datagram's socket differs). With segmentation offload (UDP_SEGMENT, Linux 4.18
 // and later; UdpLinkConfig::gso, on by default) consecutive datagrams to the same destination
 // whose sizes are equal (the last may be shorter) go as one mmsghdr, up to kUdpGsoMaxSegments
 // datagrams and kUdpGsoMaxBytes: the kernel cuts it into the same datagrams on the wire (or at
@@ -79,10 +80,13 @@
 // like any hard error and the reliability layer treats the datagram as lost.
 //
 // Polling several sockets. Every rx_burst polls the sockets that returned a datagram in the
-// last kUdpActiveCalls calls, and, if they had nothing, one of the others in turn: on every
-// call while none is active, every kUdpIdlePollEvery-th call otherwise. An idle link therefore costs one receive call per
-// rx_burst, a busy peer is polled on every call, and a datagram on a quiet socket waits at most
-// about (sockets x kUdpIdlePollEvery) calls.
+// last kUdpActiveCalls calls ("active"; starting with a different one each call, so that none
+// waits behind one that fills every slot), and one of the others in turn: if the active ones
+// had nothing, on every call while none is active and every kUdpIdlePollEvery-th call
+// otherwise; and, before the active ones, every kUdpBusyPollEvery-th call whatever they hold.
+// An idle link therefore costs one receive call per rx_burst, a busy peer is polled on every
+// call, and a datagram on a quiet socket waits at most about sockets x kUdpBusyPollEvery
+// calls, even behind a stream that fills every slot.
 //
 // Event fd. event_fd() is an epoll set that holds the sockets only between rx_notify(true) and
 // rx_notify(false): a socket in an epoll set costs the sender a wake-up callback per datagram
@@ -143,8 +147,11 @@ constexpr uint32_t kUdpPeerSocketAfter = 64;
 constexpr uint32_t kUdpCopySendMax = 2048;
 // rx_burst calls after its last datagram during which a socket is polled on every call.
 constexpr uint32_t kUdpActiveCalls = 256;
-// While some socket is active, a quiet one is polled every this many rx_burst calls.
+// While some socket is active but found nothing, a quiet one is polled every this many
+// rx_burst calls ...
 constexpr uint32_t kUdpIdlePollEvery = 4;
+// ... and every this many calls whatever the active ones found.
+constexpr uint32_t kUdpBusyPollEvery = 32;
 // Largest datagram size for which receive aggregation is used, bytes.
 constexpr uint32_t kUdpGroMaxMtu = 32768;
 // Staging buffers for received aggregates, and their size in bytes (an aggregate is one UDP
@@ -250,6 +257,8 @@ private:
     socklen_t to_sockaddr(const LinkAddr &addr, SockAddr *sa) const;
     // Receives into slots from socket i; how many were filled.
     uint32_t rx_from(uint32_t index, RxDatagram *slots, uint32_t n);
+    // Receives from the next quiet socket in turn (see "Polling several sockets").
+    uint32_t rx_quiet(RxDatagram *slots, uint32_t n);
     // Copies staged aggregate datagrams into slots; how many were filled.
     uint32_t gro_drain(RxDatagram *slots, uint32_t n);
     // Whether socket i returned a datagram recently (see "Polling several sockets").

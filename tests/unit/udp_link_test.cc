@@ -1094,5 +1094,51 @@ TEST(UdpLink, peer_sockets__a_peer_that_is_gone_is_counted_and_never_wedges)
     EXPECT_GE(s.tx_errors + s.rx_errors, 1u);
 }
 
+TEST(UdpLink, peer_sockets__a_stream_that_fills_every_slot_starves_no_socket)
+{
+    // a receives a stream from b on its socket for b, always more than its slots hold; one
+    // datagram from c waits on the bound socket and must come within a bounded number of
+    // calls; and a second stream, from d on a socket of its own, must not wait behind b's.
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> d = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && c && d);
+    const auto warm = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 16), 32);
+    for (Link *peer : {b.get(), d.get()}) {
+        ASSERT_EQ(warm.size(), send_all(*a, warm, peer->local_addr()));
+        expect_from(*peer, warm, a->local_addr());
+    }
+    ASSERT_EQ(2u, as_udp(*a).peer_sockets());
+    const auto chunk = make_payloads(std::vector<uint32_t>(8, 16), 33);
+    const auto marker = make_payloads({5}, 34);
+    constexpr uint32_t kSlots = 4;
+    std::vector<std::vector<uint8_t>> bufs(kSlots, std::vector<uint8_t>(a->mtu()));
+    std::vector<RxDatagram> slots(kSlots);
+    bool marker_seen = false;
+    uint32_t from_d = 0;
+    uint32_t calls = 0;
+    ASSERT_EQ(1u, send_all(*c, marker, a->local_addr()));
+    for (; calls < 8 * kUdpBusyPollEvery && (!marker_seen || from_d == 0); ++calls) {
+        ASSERT_EQ(chunk.size(), send_all(*b, chunk, a->local_addr()));   // b's queue grows
+        if (calls == 0) {
+            ASSERT_EQ(chunk.size(), send_all(*d, chunk, a->local_addr()));
+        }
+        for (uint32_t i = 0; i < kSlots; ++i) {
+            slots[i] = RxDatagram{bufs[i].data(), a->mtu(), 0, LinkAddr()};
+        }
+        const uint32_t got = a->rx_burst(slots.data(), kSlots);
+        for (uint32_t i = 0; i < got; ++i) {
+            marker_seen = marker_seen || slots[i].src == c->local_addr();
+            from_d += slots[i].src == d->local_addr() ? 1 : 0;
+        }
+    }
+    std::printf("after %u calls: marker %s, %u from d\n", calls, marker_seen ? "seen" : "not seen",
+                from_d);
+    EXPECT_TRUE(marker_seen);
+    EXPECT_GT(from_d, 0u);
+    EXPECT_LE(calls, 3 * kUdpBusyPollEvery);
+}
+
 } // namespace
 } // namespace srcnic
