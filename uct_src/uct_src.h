@@ -92,6 +92,7 @@ typedef struct uct_src_iface_config {
     size_t             seg_size;         /* SEG_SIZE: bcopy/receive buffer, bytes */
     unsigned           tx_queue_len;     /* TX_QUEUE_LEN: sends in flight per iface */
     unsigned           rx_queue_len;     /* RX_QUEUE_LEN: receive buffers posted */
+    int                rx_max_bufs;      /* RX_MAX_BUFS: receive buffers in all, -1 = unlimited */
     size_t             mtu;              /* MTU: datagram size, bytes; 0 = automatic */
     unsigned           window;           /* WINDOW: packets in flight per connection */
     double             rto;              /* RTO: initial retransmission timeout, s */

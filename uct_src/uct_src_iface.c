@@ -44,6 +44,14 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "posted is refused with a receiver-not-ready NAK and retried by the sender.",
      ucs_offsetof(uct_src_iface_config_t, rx_queue_len), UCS_CONFIG_TYPE_UINT},
 
+    {"RX_MAX_BUFS", "-1",
+     "Receive buffers per interface, posted ones and those UCP keeps (unexpected messages);\n"
+     "-1 is unlimited. A cap bounds memory, but once UCP keeps all but the posted ones the\n"
+     "peers' sends wait, and an application that must receive another message first to\n"
+     "consume the kept ones then waits forever: cap only with that in mind. At least\n"
+     "RX_QUEUE_LEN.",
+     ucs_offsetof(uct_src_iface_config_t, rx_max_bufs), UCS_CONFIG_TYPE_INT},
+
     {"MTU", "0",
      "Largest datagram the engine sends, bytes; 0 chooses the interface's (65000 on loopback).",
      ucs_offsetof(uct_src_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
@@ -514,6 +522,12 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
                   "2 up to 65536", config->tx_queue_len, config->rx_queue_len);
         return UCS_ERR_INVALID_PARAM;
     }
+    if ((config->rx_max_bufs >= 0) && ((unsigned)config->rx_max_bufs < config->rx_queue_len)) {
+        ucs_error("src: UCX_SRC_RX_MAX_BUFS=%d is less than UCX_SRC_RX_QUEUE_LEN=%u: set it to "
+                  "-1 (unlimited) or at least %u", config->rx_max_bufs, config->rx_queue_len,
+                  config->rx_queue_len);
+        return UCS_ERR_INVALID_PARAM;
+    }
     if ((config->seg_size < ucs_max(64, SRCNIC_WQE_INLINE_MAX)) ||
         (config->seg_size > UCS_MBYTE * 4)) {
         ucs_error("src: UCX_SRC_SEG_SIZE=%zu must be between %d and 4m", config->seg_size,
@@ -588,9 +602,13 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     if (status != UCS_OK) {
         goto err_cleanup_arbiter;
     }
-    /* Receive buffers: those posted plus as many again for UCP to keep for a while. */
+    /* Receive buffers: those posted and those UCP keeps, unlimited by default (as UCX's own
+     * transports): a cap can leave a receiver unable to take the message that would let it
+     * release what UCP keeps. */
     status = ucs_mpool_init(&self->rx_mp, 0, payload_offset + self->seg_size, align_offset,
-                            align, 64, self->rx_max * 2, &uct_src_mpool_ops, "src_rx_desc");
+                            align, 64,
+                            (config->rx_max_bufs < 0) ? UINT_MAX : (unsigned)config->rx_max_bufs,
+                            &uct_src_mpool_ops, "src_rx_desc");
     if (status != UCS_OK) {
         goto err_cleanup_arbiter;
     }

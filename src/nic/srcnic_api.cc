@@ -4,14 +4,20 @@
 #include "link/faulty_link.h"
 #include "link/udp_link.h"
 #include "core/clock.h"
+#include "core/nic_config.h"
 #include "core/log.h"
 
 namespace srcnic {
 
 srcnic_status_t Nic::create_udp(const srcnic_config_t &config, std::unique_ptr<Nic> *nic_p)
 {
+    // Checked before the link opens, so a bad value is reported as the config's.
+    srcnic_status_t status = validate_config(config);
+    if (status != SRCNIC_OK) {
+        return status;
+    }
     UdpLinkConfig udp;
-    srcnic_status_t status = LinkAddr::from_ip(config.bind_addr, config.port, &udp.bind_addr);
+    status = LinkAddr::from_ip(config.bind_addr, config.port, &udp.bind_addr);
     if (status != SRCNIC_OK) {
         SRCNIC_LOG_ERROR("bind address '%s' is not a numeric IPv4 or IPv6 address",
                          config.bind_addr);

@@ -347,9 +347,41 @@ TEST_F(UctSrc, am_mixed__short_bcopy_zcopy_in_order_one_ep)
 }
 
 // UCP keeps unexpected messages' descriptors for as long as the application has not posted a
-// matching receive; an MPI rank flooded by unexpected messages holds all of them. Once they are
+// matching receive; an MPI rank flooded by unexpected messages holds all of them. By default
+// the iface takes more buffers rather than refuse the next message (an application that must
+// receive it before it can consume the kept ones would wait forever).
+TEST_F(UctSrc, am_handler__kept_descriptors_never_starve_the_receiver_by_default)
+{
+    Keeper keeper;
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(b_.iface, kAmId, Keeper::handler, &keeper, 0));
+    const uint8_t keep = 1;   // odd first byte: the handler keeps it
+    constexpr size_t kSent = 4096;   // 16 times the posted buffers
+    size_t sent = 0;
+    ASSERT_TRUE(wait_for([&] {
+        if (sent < kSent && uct_ep_am_short(ep_ab_, kAmId, keep, kNoPayload, 0) == UCS_OK) {
+            ++sent;
+        }
+        return keeper.seen == kSent;
+    }, 30.0)) << keeper.seen << "/" << kSent;
+    EXPECT_EQ(kSent, keeper.kept.size());
+    EXPECT_GT(uct_src_test_rx_posted(b_.iface), 0u);
+    for (auto &e : keeper.kept) {
+        uct_iface_release_desc(static_cast<char *>(e.first) - kRxHeadroom);
+    }
+    keeper.kept.clear();
+}
+
+// With UCX_SRC_RX_MAX_BUFS, the receiver runs out once UCP keeps them all; once they are
 // released, the iface must post receive buffers again, even if it has nothing else to do.
-TEST_F(UctSrc, am_handler__released_descriptors_replenish_receive_buffers)
+class UctSrcCappedRx : public UctSrc {
+protected:
+    std::vector<ConfigKv> config_for(int side) const override
+    {
+        return {{"RX_MAX_BUFS", "512"}};
+    }
+};
+
+TEST_F(UctSrcCappedRx, am_handler__released_descriptors_replenish_receive_buffers)
 {
     Keeper keeper;
     ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(b_.iface, kAmId, Keeper::handler, &keeper, 0));
