@@ -1,4 +1,5 @@
-// The UDP backend: one non-blocking datagram socket per link, batched with sendmmsg/recvmmsg.
+// The UDP backend: one bound non-blocking datagram socket per link, plus connected ones for its
+// busiest peers (see "Peer sockets"), batched with sendmmsg/recvmmsg.
 //
 // Address. The socket is bound to UdpLinkConfig::bind_addr (IPv4 or IPv6, a specific local
 // address or the wildcard; port 0 picks an ephemeral port) and local_addr() reports the bound
