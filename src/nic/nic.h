@@ -145,8 +145,9 @@ private:
         return now_;
     }
     void rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src);
-    void rx_sequenced(Connection *c, int32_t buf, uint32_t len);
-    void rx_deliver(Connection *c, int32_t buf, uint32_t len);
+    // h: the packet's header, already copied out of buffer `buf` by the caller.
+    void rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h);
+    void rx_deliver(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h);
     void rx_control(Connection *c, const PacketHeader &h);
     void apply_ack(Connection *c, uint32_t ack_psn);
     void note_sack(Connection *c, const PacketHeader &h);

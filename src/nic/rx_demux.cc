@@ -174,17 +174,15 @@ void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
         c->peer_conn = h.src_conn;
     }
     if (opcode_info(h.opcode).sequenced) {
-        rx_sequenced(c, buf, len);
+        rx_sequenced(c, buf, len, h);
     } else {
         rx_control(c, h);
         buf_free(buf);
     }
 }
 
-void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len)
+void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h)
 {
-    PacketHeader h;
-    std::memcpy(&h, buf_data(buf), sizeof(h));
     note_sack(c, h);
     const uint32_t psn = h.psn;
     if (psn_before(psn, c->expected_psn)) {
@@ -219,7 +217,7 @@ void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len)
         activate(c);
         return;
     }
-    rx_deliver(c, buf, len);
+    rx_deliver(c, buf, len, h);
     // Drain what the reorder buffer now holds in sequence.
     while (c->state == ConnState::kOpen && c->reorder_count != 0) {
         const uint32_t slot = c->expected_psn % config_.window;
@@ -235,7 +233,7 @@ void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len)
         const uint32_t expected = c->expected_psn;
         c->reorder[slot] = -1;
         --c->reorder_count;
-        rx_deliver(c, next, c->reorder_len[slot]);
+        rx_deliver(c, next, c->reorder_len[slot], nh);
         if (c->expected_psn == expected) {
             break;   // not consumed (receiver not ready): it will be retransmitted
         }
@@ -247,11 +245,9 @@ void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len)
     }
 }
 
-void Nic::rx_deliver(Connection *c, int32_t buf, uint32_t len)
+void Nic::rx_deliver(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h)
 {
     const uint8_t *data = buf_data(buf);
-    PacketHeader h;
-    std::memcpy(&h, data, sizeof(h));
     // This packet follows every reverse packet before it: its acknowledgement may complete
     // requests now (§5.4).
     apply_ack(c, h.ack_psn);
