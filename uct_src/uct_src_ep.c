@@ -265,6 +265,7 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
                 srcnic_wqe_t *wqe)
 {
     srcnic_status_t status;
+    ucs_time_t now;
 
     wqe->wr_id = (uintptr_t)desc;
     wqe->dest  = ep->dest;
@@ -285,9 +286,10 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
      * closely (a burst), in which case it leaves with the rest of the burst on the next
      * progress call. Either way it does not wait for the application to progress when the
      * application posts one message and turns to something else. */
-    if ((ucs_get_time() - iface->tx_doorbell) >= iface->tx_coalesce) {
+    now = ucs_get_time();
+    if ((now - iface->tx_doorbell) >= iface->tx_coalesce) {
         srcnic_nic_transmit(iface->nic);
-        iface->tx_doorbell = ucs_get_time();
+        iface->tx_doorbell = now;
     }
     return UCS_OK;
 }

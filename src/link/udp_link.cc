@@ -200,17 +200,11 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     }
 
     const int one = 1;
-    if (family_ == AF_INET6 &&
-        ::setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) {
-        link_log_error("udp link: setsockopt(IPV6_V6ONLY) for %s failed: %m", bind_text.c_str());
-        return SRCNIC_ERR_IO_ERROR;
-    }
     sock_buf_size_ = cfg.sock_buf_size;
-    if (cfg.sock_buf_size != 0) {
-        const srcnic_status_t status = set_buffers(fd_, cfg.sock_buf_size);
-        if (status != SRCNIC_OK) {
-            return status;
-        }
+    // The offloads are not chosen yet (gso_, gro_ false): IPv6-only and the buffers.
+    if (const char *failed = set_options(fd_)) {
+        link_log_error("udp link: %s for %s failed: %m", failed, bind_text.c_str());
+        return SRCNIC_ERR_IO_ERROR;
     }
     int value = 0;
     socklen_t value_len = sizeof(value);
@@ -319,7 +313,26 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     return SRCNIC_OK;
 }
 
-srcnic_status_t UdpLink::set_buffers(int fd, uint32_t size)
+const char *UdpLink::set_options(int fd) const
+{
+    const int one = 1;
+    const int no_segment = 0;
+    if (family_ == AF_INET6 && ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) {
+        return "setsockopt(IPV6_V6ONLY)";
+    }
+    if (sock_buf_size_ != 0 && set_buffers(fd, sock_buf_size_) != SRCNIC_OK) {
+        return "setting the socket buffers";
+    }
+    if (gso_ && ::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof(no_segment)) != 0) {
+        return "setsockopt(UDP_SEGMENT)";
+    }
+    if (gro_ && ::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
+        return "setsockopt(UDP_GRO)";
+    }
+    return nullptr;
+}
+
+srcnic_status_t UdpLink::set_buffers(int fd, uint32_t size) const
 {
     const int value = static_cast<int>(size);
     const struct {
@@ -478,27 +491,26 @@ uint32_t UdpLink::sock_for(const LinkAddr &dst)
 
 uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
 {
+    // The bound socket's options and offloads, SO_REUSEPORT to share its port, then bind and
+    // connect.
     const int fd = ::socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const char *step = fd < 0 ? "socket()" : set_options(fd);
     const int one = 1;
-    const int no_segment = 0;
-    SockAddr local, peer;
-    const socklen_t local_len = to_sockaddr(local_addr_, &local);
-    const socklen_t peer_len = to_sockaddr(dst, &peer);
+    if (step == nullptr && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
+        step = "setsockopt(SO_REUSEPORT)";
+    }
+    SockAddr sa;
+    if (step == nullptr && ::bind(fd, &sa.sa, to_sockaddr(local_addr_, &sa)) != 0) {
+        step = "bind";
+    }
+    if (step == nullptr && ::connect(fd, &sa.sa, to_sockaddr(dst, &sa)) != 0) {
+        step = "connect";
+    }
     struct epoll_event ev = {};
     ev.events = EPOLLIN;
-    const char *step =
-        fd < 0 ? "socket"
-        : family_ == AF_INET6 && ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0
-            ? "IPV6_V6ONLY"
-        : ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ? "SO_REUSEPORT"
-        : sock_buf_size_ != 0 && set_buffers(fd, sock_buf_size_) != SRCNIC_OK ? "buffers"
-        : gso_ && ::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof(no_segment)) != 0
-            ? "UDP_SEGMENT"
-        : gro_ && ::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0 ? "UDP_GRO"
-        : ::bind(fd, &local.sa, local_len) != 0       ? "bind"
-        : ::connect(fd, &peer.sa, peer_len) != 0      ? "connect"
-        : notify_ && ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0 ? "epoll_ctl"
-                                                              : nullptr;
+    if (step == nullptr && notify_ && ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        step = "epoll_ctl";
+    }
     if (step != nullptr) {
         // Not an error for the traffic: the destination stays on the bound socket.
         link_log_error("udp link %s: no peer socket for %s (%s failed: %m); it stays on the "
@@ -776,7 +788,6 @@ int UdpLink::receive_batch(Sock &sock, uint32_t m)
             rx_msgs_[0].msg_len = static_cast<unsigned int>(len);
             hdr.msg_flags = 0;       // a longer datagram shows as a length over the slot's
             hdr.msg_controllen = 0;  // no control message was asked for
-            rx_written_ = 1;
         }
         got = len >= 0 ? 1 : -1;
     } else if (m == 1) {
@@ -826,21 +837,19 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
     if (count == 1) {
         return filled + (filled < n ? rx_from(0, slots + filled, n - filled) : 0);
     }
-    // Several sockets (see "Polling several sockets" in udp_link.h).
-    bool any_active = false;
-    for (uint32_t i = 0; i < count && !any_active; ++i) {
-        any_active = active(i);
-    }
-    // While active sockets keep the slots full, a quiet one still gets its turn, first.
-    if (any_active && filled < n && rx_calls_ % kUdpBusyPollEvery == 0) {
+    // Several sockets (see "Polling several sockets" in udp_link.h). Even while active
+    // sockets keep the slots full, a quiet one gets its turn, first.
+    if (filled < n && rx_calls_ % kUdpBusyPollEvery == 0) {
         filled += rx_quiet(slots + filled, n - filled);
     }
     // The active ones, from a start that rotates, so that none waits behind one that fills
     // the slots.
+    bool any_active = false;
     const uint32_t start = static_cast<uint32_t>(rx_calls_ % count);
     for (uint32_t k = 0; k < count && filled < n; ++k) {
         const uint32_t i = (start + k) % count;
         if (active(i)) {
+            any_active = true;
             filled += rx_from(i, slots + filled, n - filled);
         }
     }

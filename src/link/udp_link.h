@@ -249,7 +249,10 @@ private:
 
     UdpLink() = default;
     srcnic_status_t init(const UdpLinkConfig &cfg);
-    srcnic_status_t set_buffers(int fd, uint32_t size);
+    srcnic_status_t set_buffers(int fd, uint32_t size) const;
+    // Sets what every socket of the link carries: IPv6-only (an IPv6 link), the buffer size
+    // and the offloads in use (gso_, gro_). Returns what failed, or nullptr.
+    const char *set_options(int fd) const;
     // The socket datagrams to dst leave by (counting toward a peer socket; opening one).
     uint32_t sock_for(const LinkAddr &dst);
     // Opens a peer socket connected to dst; its index, or 0 if it could not be opened.
