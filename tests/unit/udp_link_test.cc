@@ -90,38 +90,10 @@ extern "C" int recvmmsg(int fd, struct mmsghdr *msgs, unsigned int vlen, int fla
     return result;
 }
 
-extern "C" ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
-{
-    using Fn = ssize_t (*)(int, const struct msghdr *, int);
-    static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "sendmsg"));
-    unsigned int vlen = 1;
-    if (mock_should_fail(&g_send_plan, fd, &vlen)) {
-        return -1;
-    }
-    const ssize_t result = real(fd, msg, flags);
-    mock_passed(&g_send_plan, fd, result >= 0 ? 1 : -1);
-    return result;
-}
-
-extern "C" ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
-{
-    using Fn = ssize_t (*)(int, struct msghdr *, int);
-    static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "recvmsg"));
-    unsigned int vlen = 1;
-    if (mock_should_fail(&g_recv_plan, fd, &vlen)) {
-        return -1;
-    }
-    const ssize_t result = real(fd, msg, flags);
-    mock_passed(&g_recv_plan, fd, result >= 0 ? 1 : -1);
-    return result;
-}
-
-// The single-buffer calls: one mock for each pair, forwarding to the real call.
+// The single-datagram calls: the plan applies as to a batch of one, otherwise the real call.
 template <typename Fn, typename... Args>
-ssize_t mock_single(MockPlan *plan, const char *name, int fd, Args... args)
+ssize_t mock_one(MockPlan *plan, Fn real, int fd, Args... args)
 {
-    static_assert(sizeof...(Args) >= 3, "buffer, length and flags at least");
-    const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
     unsigned int vlen = 1;
     if (mock_should_fail(plan, fd, &vlen)) {
         return -1;
@@ -131,30 +103,52 @@ ssize_t mock_single(MockPlan *plan, const char *name, int fd, Args... args)
     return result;
 }
 
+// The real function of that name (looked up once per mock).
+#define SRC_REAL(_fn, _type) \
+    static const _type real = reinterpret_cast<_type>(dlsym(RTLD_NEXT, _fn))
+
+extern "C" ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    using Fn = ssize_t (*)(int, const struct msghdr *, int);
+    SRC_REAL("sendmsg", Fn);
+    return mock_one(&g_send_plan, real, fd, msg, flags);
+}
+
+extern "C" ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    using Fn = ssize_t (*)(int, struct msghdr *, int);
+    SRC_REAL("recvmsg", Fn);
+    return mock_one(&g_recv_plan, real, fd, msg, flags);
+}
+
 extern "C" ssize_t sendto(int fd, const void *buf, size_t len, int flags,
                           const struct sockaddr *to, socklen_t to_len)
 {
     using Fn = ssize_t (*)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
-    return mock_single<Fn>(&g_send_plan, "sendto", fd, buf, len, flags, to, to_len);
+    SRC_REAL("sendto", Fn);
+    return mock_one(&g_send_plan, real, fd, buf, len, flags, to, to_len);
 }
 
 extern "C" ssize_t send(int fd, const void *buf, size_t len, int flags)
 {
     using Fn = ssize_t (*)(int, const void *, size_t, int);
-    return mock_single<Fn>(&g_send_plan, "send", fd, buf, len, flags);
+    SRC_REAL("send", Fn);
+    return mock_one(&g_send_plan, real, fd, buf, len, flags);
 }
 
 extern "C" ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
                             socklen_t *from_len)
 {
     using Fn = ssize_t (*)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
-    return mock_single<Fn>(&g_recv_plan, "recvfrom", fd, buf, len, flags, from, from_len);
+    SRC_REAL("recvfrom", Fn);
+    return mock_one(&g_recv_plan, real, fd, buf, len, flags, from, from_len);
 }
 
 extern "C" ssize_t recv(int fd, void *buf, size_t len, int flags)
 {
     using Fn = ssize_t (*)(int, void *, size_t, int);
-    return mock_single<Fn>(&g_recv_plan, "recv", fd, buf, len, flags);
+    SRC_REAL("recv", Fn);
+    return mock_one(&g_recv_plan, real, fd, buf, len, flags);
 }
 
 namespace srcnic {
@@ -733,14 +727,27 @@ TEST(UdpLink, event_fd__announces_only_while_notify_is_on_and_at_once_for_queued
 // --- segmentation offload (UDP_SEGMENT) ---
 
 
-TEST(UdpLink, tx_burst__equal_sizes_go_as_one_offload_group_and_arrive_as_datagrams)
-{
-    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
-    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
-    ASSERT_TRUE(a && b);
-    if (!as_udp(*a).gso()) {
-        GTEST_SKIP() << "the kernel has no UDP_SEGMENT";
+// Two links on 127.0.0.1 whose sender groups datagrams with UDP_SEGMENT (skipped where the
+// kernel cannot); the mocks are disarmed when the test ends.
+class UdpLinkGso : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        a = open_link(config_for("127.0.0.1"));
+        b = open_link(config_for("127.0.0.1"));
+        ASSERT_TRUE(a && b);
+        if (!as_udp(*a).gso()) {
+            GTEST_SKIP() << "the kernel has no UDP_SEGMENT";
+        }
     }
+
+    MockGuard guard;
+    std::unique_ptr<Link> a;
+    std::unique_ptr<Link> b;
+};
+
+TEST_F(UdpLinkGso, tx_burst__equal_sizes_go_as_one_offload_group_and_arrive_as_datagrams)
+{
     // 20 of 1000 bytes and a shorter last one: one group. Then 300 (a group of its own
     // size), 300, 2000 (longer than its group's segments: a new message), 10.
     std::vector<uint32_t> lens(20, 1000);
@@ -757,15 +764,10 @@ TEST(UdpLink, tx_burst__equal_sizes_go_as_one_offload_group_and_arrive_as_datagr
     EXPECT_EQ(lens.size(), b->stats().rx_datagrams);
 }
 
-TEST(UdpLink, tx_burst__offload_group_ends_at_a_new_destination_and_at_64_segments)
+TEST_F(UdpLinkGso, tx_burst__offload_group_ends_at_a_new_destination_and_at_64_segments)
 {
-    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
-    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
     std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
-    ASSERT_TRUE(a && b && c);
-    if (!as_udp(*a).gso()) {
-        GTEST_SKIP() << "the kernel has no UDP_SEGMENT";
-    }
+    ASSERT_TRUE(c);
     // 100 datagrams of 100 bytes: 0..69 to b, 70..99 to c.
     const auto payloads = make_payloads(std::vector<uint32_t>(100, 100), 12);
     std::vector<struct iovec> iov(payloads.size());
@@ -786,15 +788,8 @@ TEST(UdpLink, tx_burst__offload_group_ends_at_a_new_destination_and_at_64_segmen
     expect_datagrams(*c, payloads, 70, 30);
 }
 
-TEST(UdpLink, tx_burst__offload_refused_by_the_kernel_falls_back_to_datagrams)
+TEST_F(UdpLinkGso, tx_burst__offload_refused_by_the_kernel_falls_back_to_datagrams)
 {
-    MockGuard guard;
-    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
-    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
-    ASSERT_TRUE(a && b);
-    if (!as_udp(*a).gso()) {
-        GTEST_SKIP() << "the kernel has no UDP_SEGMENT";
-    }
     // The first call (one group of 10) fails with EIO, as on a route without checksum
     // offload / expect the offload off and all 10 delivered one by one, none counted lost.
     const auto payloads = make_payloads(std::vector<uint32_t>(10, 64), 13);
@@ -807,15 +802,8 @@ TEST(UdpLink, tx_burst__offload_refused_by_the_kernel_falls_back_to_datagrams)
     expect_datagrams(*b, payloads, 0, 10);
 }
 
-TEST(UdpLink, tx_burst__hard_error_on_a_group_drops_the_group)
+TEST_F(UdpLinkGso, tx_burst__hard_error_on_a_group_drops_the_group)
 {
-    MockGuard guard;
-    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
-    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
-    ASSERT_TRUE(a && b);
-    if (!as_udp(*a).gso()) {
-        GTEST_SKIP() << "the kernel has no UDP_SEGMENT";
-    }
     // Groups {64 x5}, {200 x5}; the first fails with ECONNREFUSED / expect its 5 datagrams
     // counted as errors and accepted, the second group delivered.
     std::vector<uint32_t> lens(5, 64);
