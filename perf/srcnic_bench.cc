@@ -10,7 +10,9 @@
 //   bandwidth  N-byte messages streamed one way, bytes/s; srcnic: SEND into N-byte receive
 //              buffers (counted at the receiver) and RDMA WRITE (counted at the writer's
 //              completions); floor: each message cut into datagrams of the engine's datagram
-//              size, sendmmsg/recvmmsg and a credit window (counted at the receiver).
+//              size, sendmmsg/recvmmsg and a credit window (counted at the receiver). Both
+//              sides move messages between as many N-byte buffers as the engine keeps
+//              outstanding (bw_depth), so both touch the same memory.
 //
 // Flow control of the floor. The receiver returns its cumulative datagram count every window/4
 // datagrams and the sender keeps at most `window` datagrams unacknowledged: the window and
@@ -1274,17 +1276,31 @@ LatencyFigures udp_latency(const Options &o, uint32_t size)
     return latency_from(ctx, std::move(rtt), "");
 }
 
-// A one-way stream of datagrams with credit flow control: messages of msg_size bytes cut into
-// datagrams of at most dgram_size, window datagrams unacknowledged at most; the receiver
-// measures units (datagrams or bytes) per second.
+// A one-way stream of datagrams with credit flow control: messages of msg_size bytes, sent from
+// and received into nbufs message buffers in turn (the memory an application's messages would
+// occupy), cut into datagrams of at most dgram_size, window datagrams unacknowledged at most; the
+// receiver measures units (datagrams or bytes) per second.
 struct UdpStreamResult {
     double rate = 0;          // per second, in the measured unit
     uint64_t lost = 0;        // datagrams missing at the receiver (sequence gaps)
     uint64_t stalls = 0;      // times the sender assumed a credit was lost
 };
 
+// Where datagram d of a stream lies: message buffer, offset and length.
+struct StreamSlot {
+    uint32_t buf, off, len;
+};
+
+StreamSlot stream_slot(uint64_t d, uint32_t msg_size, uint32_t dgram_size, uint32_t nbufs)
+{
+    const uint32_t per_msg = (msg_size + dgram_size - 1) / dgram_size;
+    const uint64_t msg = d / per_msg;
+    const uint32_t off = static_cast<uint32_t>(d % per_msg) * dgram_size;
+    return {static_cast<uint32_t>(msg % nbufs), off, std::min(dgram_size, msg_size - off)};
+}
+
 UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, uint32_t dgram_size,
-                           bool count_bytes)
+                           uint32_t nbufs, bool count_bytes)
 {
     UdpStreamResult res;
     Fd fa, fb;
@@ -1299,17 +1315,17 @@ UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, ui
 
     auto sender = [&](int fd) {
         std::vector<Buffer> bufs;
+        for (uint32_t i = 0; i < nbufs; ++i) {
+            bufs.emplace_back(msg_size, kTagA);
+        }
         struct mmsghdr msgs[kUdpBatch];
         struct iovec iov[kUdpBatch];
         std::memset(msgs, 0, sizeof(msgs));
         for (uint32_t i = 0; i < kUdpBatch; ++i) {
-            bufs.emplace_back(dgram_size, kTagA);
-            iov[i].iov_base = bufs[i].data();
             msgs[i].msg_hdr.msg_iov = &iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
         }
         uint64_t sent = 0, credit = 0, credit_ns = now_ns();
-        uint32_t msg_off = 0;   // bytes of the current message already sent
         while (ctx.alive() && !ctx.stop.load(std::memory_order_relaxed)) {
             uint64_t c;
             ssize_t n;
@@ -1333,25 +1349,16 @@ UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, ui
                 continue;
             }
             const uint32_t k = static_cast<uint32_t>(std::min<uint64_t>(room, kUdpBatch));
-            uint32_t off = msg_off;
             for (uint32_t i = 0; i < k; ++i) {
-                iov[i].iov_len = std::min(dgram_size, msg_size - off);
-                put_seq(bufs[i].data(), static_cast<uint32_t>(iov[i].iov_len), sent + i);
-                off += static_cast<uint32_t>(iov[i].iov_len);
-                if (off == msg_size) {
-                    off = 0;
-                }
+                const StreamSlot s = stream_slot(sent + i, msg_size, dgram_size, nbufs);
+                iov[i].iov_base = bufs[s.buf].data() + s.off;
+                iov[i].iov_len = s.len;
+                put_seq(bufs[s.buf].data() + s.off, s.len, sent + i);
             }
             const int m = ::sendmmsg(fd, msgs, k, MSG_DONTWAIT);
             if (m < 0 && !would_block(errno)) {
                 ctx.fail("sendmmsg: %s", std::strerror(errno));
                 break;
-            }
-            for (int i = 0; i < m; ++i) {
-                msg_off += static_cast<uint32_t>(iov[i].iov_len);
-                if (msg_off == msg_size) {
-                    msg_off = 0;
-                }
             }
             sent += m > 0 ? static_cast<uint64_t>(m) : 0;
         }
@@ -1360,22 +1367,29 @@ UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, ui
     };
 
     auto receiver = [&](int fd) {
-        const Buffer ref(dgram_size, kTagA);
-        const uint32_t cap = dgram_size + 1;
+        const Buffer ref(msg_size, kTagA);
         std::vector<Buffer> bufs;
+        for (uint32_t i = 0; i < nbufs; ++i) {
+            bufs.emplace_back(msg_size);
+        }
         struct mmsghdr msgs[kUdpBatch];
         struct iovec iov[kUdpBatch];
+        StreamSlot slot[kUdpBatch];
         std::memset(msgs, 0, sizeof(msgs));
         for (uint32_t i = 0; i < kUdpBatch; ++i) {
-            bufs.emplace_back(cap);
-            iov[i].iov_base = bufs[i].data();
-            iov[i].iov_len = cap;
             msgs[i].msg_hdr.msg_iov = &iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
         }
         uint64_t expected = 0, datagrams = 0, bytes = 0, last_credit = 0;
         uint64_t last_arrival = now_ns();
         while (ctx.alive()) {
+            // Datagrams are received where the next ones in sequence belong.
+            for (uint32_t i = 0; i < kUdpBatch; ++i) {
+                slot[i] = stream_slot(expected + i, msg_size, dgram_size, nbufs);
+                iov[i].iov_base = bufs[slot[i].buf].data() + slot[i].off;
+                iov[i].iov_len = slot[i].len;
+                msgs[i].msg_hdr.msg_flags = 0;
+            }
             const int m = ::recvmmsg(fd, msgs, kUdpBatch, MSG_DONTWAIT, nullptr);
             if (m < 0 && !would_block(errno)) {
                 ctx.fail("recvmmsg: %s", std::strerror(errno));
@@ -1390,13 +1404,19 @@ UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, ui
                 continue;
             }
             last_arrival = now_ns();
+            const uint64_t first = expected;
             for (int i = 0; i < m; ++i) {
                 const uint32_t len = msgs[i].msg_len;
-                const uint8_t *buf = bufs[i].data();
+                const uint8_t *buf = bufs[slot[i].buf].data() + slot[i].off;
                 uint64_t seq = 0;
                 std::memcpy(&seq, buf, std::min(len, kSeqBytes));
-                if (len == 0 || len > dgram_size || seq < expected ||
-                    ((datagrams < 16 || datagrams % 4096 == 0) && !body_matches(buf, len, ref.data()))) {
+                // A datagram after a loss lands where the lost one belonged: its length and
+                // body are checked only when it is the one expected there.
+                const bool in_place = seq == first + static_cast<uint64_t>(i);
+                if (len == 0 || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0 || seq < expected ||
+                    (in_place && len != slot[i].len) ||
+                    (in_place && (datagrams < 16 || datagrams % 4096 == 0) &&
+                     !body_matches(buf, len, ref.data() + slot[i].off))) {
                     ctx.fail("datagram %" PRIu64 " arrived wrong (%u bytes, sequence %" PRIu64 ")",
                              expected, len, seq);
                     return;
@@ -1426,7 +1446,7 @@ UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, ui
 Figure udp_rate(const Options &o)
 {
     TestCtx ctx("udp rate " + size_name(o.rate_size), o.warmup_seconds + o.seconds + kThroughputSlackSec);
-    const UdpStreamResult r = udp_stream(o, ctx, o.rate_size, o.rate_size, false);
+    const UdpStreamResult r = udp_stream(o, ctx, o.rate_size, o.rate_size, kUdpBatch, false);
     return figure_from(ctx, r.rate / 1e6, format("window=%u lost=%" PRIu64 " stalls=%" PRIu64,
                                                  engine_window(o), r.lost, r.stalls));
 }
@@ -1434,7 +1454,7 @@ Figure udp_rate(const Options &o)
 Figure udp_bandwidth(const Options &o, uint32_t size, uint32_t dgram)
 {
     TestCtx ctx("udp bandwidth " + size_name(size), o.warmup_seconds + o.seconds + kThroughputSlackSec);
-    const UdpStreamResult r = udp_stream(o, ctx, size, dgram, true);
+    const UdpStreamResult r = udp_stream(o, ctx, size, dgram, bw_depth(size), true);
     return figure_from(ctx, r.rate / 1e9, format("datagram=%u window=%u lost=%" PRIu64 " stalls=%" PRIu64,
                                                  dgram, engine_window(o), r.lost, r.stalls));
 }
