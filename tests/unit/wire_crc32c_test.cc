@@ -5,7 +5,9 @@
 #include "core/random.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -265,6 +267,28 @@ TEST(wire_crc32c, crc32c__equals_sw_around_interleave_boundaries)
         EXPECT_EQ(expected, crc32c_hw(seed_crc, buf.data() + start, len))
             << "crc32 chains, len " << len << " start " << start;
     }
+}
+
+// Data that ends where the mapping ends (an inaccessible page follows): the folding loop reads
+// ahead only with prefetches, which never fault, so every length up to the guard page works.
+TEST(wire_crc32c, crc32c__data_ending_at_an_unmapped_page)
+{
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t data_len = 16 * page;
+    void *map = mmap(nullptr, data_len + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    ASSERT_NE(MAP_FAILED, map);
+    uint8_t *data = static_cast<uint8_t *>(map);
+    ASSERT_EQ(0, mprotect(data + data_len, page, PROT_NONE));
+    Random random(test_seed());
+    for (size_t i = 0; i < data_len; i++) {
+        data[i] = static_cast<uint8_t>(random.next());
+    }
+    for (size_t len : {size_t(1024), size_t(1280), size_t(4096), size_t(8191), data_len}) {
+        const uint8_t *p = data + data_len - len;
+        EXPECT_EQ(crc32c_sw(0, p, len), crc32c(0, p, len)) << "len " << len;
+    }
+    munmap(map, data_len + page);
 }
 
 } // namespace
