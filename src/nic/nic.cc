@@ -156,7 +156,6 @@ void Nic::kick()
 unsigned Nic::transmit()
 {
     tx_blocked_ = false;
-    now_ = 0;
     unsigned n = requester_take();
     // Connections only get something to send through activate() (new work, an arrival, a link
     // that would block); otherwise only their timers can, which are checked every

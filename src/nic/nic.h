@@ -135,15 +135,9 @@ private:
 
     // --- rx demux (rx_demux.cc): link -> stages ---
     unsigned rx_poll();
-    // The time for this progress call: read once, on first use after the call began (a
-    // protocol timer needs microseconds, not the nanoseconds a fresh read costs per use).
-    uint64_t now()
-    {
-        if (now_ == 0) {
-            now_ = now_ns();
-        }
-        return now_;
-    }
+    // The time, for protocol timers and RTT samples, which need microseconds, not the
+    // nanoseconds a fresh read costs per use (see FreshClock).
+    uint64_t now() { return clock_.now(); }
     void rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src);
     // h: the packet's header, already copied out of buffer `buf` by the caller.
     void rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h);
@@ -206,7 +200,7 @@ private:
     int32_t rx_bufs_[kRxBurst];     // buffer of each slot
     uint32_t rx_posted_ = 0;        // slots [0, rx_posted_) hold a buffer
 
-    uint64_t now_ = 0;   // now(): the time of this progress call, 0 = not read yet
+    FreshClock clock_;
     // Transmit batch (flushed to the link when full and at the end of progress).
     static constexpr uint32_t kTxBatch = 32;
     PacketHeader tx_hdrs_[kTxBatch];
