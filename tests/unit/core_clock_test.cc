@@ -36,5 +36,26 @@ TEST(core_clock, fresh_clock__follows_the_clock_once_a_read_grew_old)
     EXPECT_GE(clock.now(), until);
 }
 
+// A tick counter that never moves, as a broken virtual counter might.
+struct FrozenTicks {
+    static constexpr bool kAvailable = true;
+    static uint64_t read() { return 42; }
+};
+
+TEST(core_clock, fresh_clock__advances_even_if_the_tick_counter_stalls)
+{
+    BasicFreshClock<FrozenTicks> clock;
+    const uint64_t first = clock.now();
+    const uint64_t until = first + 50 * kNsPerUs;
+    while (now_ns() < until) {
+    }
+    // Reuses are bounded: within kMaxReuses + 1 calls a real read shows the time that passed.
+    uint64_t t = first;
+    for (uint32_t i = 0; i <= BasicFreshClock<FrozenTicks>::kMaxReuses && t < until; i++) {
+        t = clock.now();
+    }
+    EXPECT_GE(t, until);
+}
+
 } // namespace
 } // namespace srcnic
