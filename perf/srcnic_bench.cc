@@ -1382,14 +1382,16 @@ UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, ui
         }
         uint64_t expected = 0, datagrams = 0, bytes = 0, last_credit = 0;
         uint64_t last_arrival = now_ns();
+        bool placed = false;   // the slots are set for `expected` (an empty poll keeps them)
         while (ctx.alive()) {
             // Datagrams are received where the next ones in sequence belong.
-            for (uint32_t i = 0; i < kUdpBatch; ++i) {
+            for (uint32_t i = 0; !placed && i < kUdpBatch; ++i) {
                 slot[i] = stream_slot(expected + i, msg_size, dgram_size, nbufs);
                 iov[i].iov_base = bufs[slot[i].buf].data() + slot[i].off;
                 iov[i].iov_len = slot[i].len;
                 msgs[i].msg_hdr.msg_flags = 0;
             }
+            placed = true;
             const int m = ::recvmmsg(fd, msgs, kUdpBatch, MSG_DONTWAIT, nullptr);
             if (m < 0 && !would_block(errno)) {
                 ctx.fail("recvmmsg: %s", std::strerror(errno));
@@ -1404,6 +1406,7 @@ UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, ui
                 continue;
             }
             last_arrival = now_ns();
+            placed = false;
             const uint64_t first = expected;
             for (int i = 0; i < m; ++i) {
                 const uint32_t len = msgs[i].msg_len;
