@@ -15,14 +15,14 @@ Connection *Nic::conn_by_id(uint32_t id)
     if (slot == 0 || slot >= conns_.size()) {
         return nullptr;
     }
-    Connection *c = &conns_[slot];
+    Connection *c = conns_[slot].get();
     return (c->state == ConnState::kOpen && c->id == id) ? c : nullptr;
 }
 
 Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
 {
     if (free_slots_.empty() && conns_.size() <= config_.max_connections) {
-        conns_.emplace_back();   // a deque: existing connections do not move
+        conns_.emplace_back(new Connection());
         free_slots_.push_back(static_cast<uint32_t>(conns_.size() - 1));
     }
     if (free_slots_.empty()) {
@@ -33,7 +33,7 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
     }
     const uint32_t slot = free_slots_.back();
     free_slots_.pop_back();
-    Connection *c = &conns_[slot];
+    Connection *c = conns_[slot].get();
     const uint16_t gen = c->gen;
     const uint32_t failed_gen = c->failed_gen;
     const int16_t fail_status = c->fail_status;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <sys/uio.h>
 
@@ -16,13 +17,26 @@ namespace srcnic {
 // A link-level address: an IPv4 or IPv6 address and a UDP port. The loopback link uses the
 // same form (its addresses are never put on a wire). Plain data, comparable, hashable.
 struct LinkAddr {
+    // AF_INET and AF_INET6 as stored in family (static_asserted in link_addr.cc), so that this
+    // header need not pull in the socket headers.
+    static constexpr uint8_t kFamilyInet = 2;
+    static constexpr uint8_t kFamilyInet6 = 10;
+
     uint8_t family = 0;   // AF_INET or AF_INET6; 0 = unset
     uint8_t pad_ = 0;
     uint16_t port = 0;    // UDP port, host byte order
     uint32_t scope_id = 0; // IPv6 scope (interface index) for link-local addresses, else 0
     uint8_t ip[16] = {};  // IPv4 in the first 4 bytes (network order), or IPv6 (network order)
 
-    bool operator==(const LinkAddr &o) const;
+    // Inline: every received packet is checked against its connection's address.
+    bool operator==(const LinkAddr &o) const
+    {
+        if (family != o.family || port != o.port || scope_id != o.scope_id) {
+            return false;
+        }
+        const size_t len = family == kFamilyInet6 ? 16 : family == kFamilyInet ? 4 : 0;
+        return std::memcmp(ip, o.ip, len) == 0;
+    }
     bool operator!=(const LinkAddr &o) const { return !(*this == o); }
     size_t hash() const;
     // "1.2.3.4:5000" or "[fe80::1%2]:5000"; "unset" for family 0.

@@ -108,11 +108,8 @@ bool parse_host(const char *begin, const char *end, LinkAddr *addr_p)
 
 } // namespace
 
-bool LinkAddr::operator==(const LinkAddr &o) const
-{
-    return family == o.family && port == o.port && scope_id == o.scope_id &&
-           std::memcmp(ip, o.ip, ip_len(family)) == 0;
-}
+static_assert(LinkAddr::kFamilyInet == AF_INET && LinkAddr::kFamilyInet6 == AF_INET6,
+              "LinkAddr's family constants are the socket API's");
 
 size_t LinkAddr::hash() const
 {

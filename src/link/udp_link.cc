@@ -595,6 +595,19 @@ void UdpLink::seal_tx(const TxDatagram *dgrams, uint32_t msg)
     }
 }
 
+const void *UdpLink::contiguous(const struct iovec *iov, size_t iovcnt)
+{
+    if (iovcnt == 1) {
+        return iov[0].iov_base;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < iovcnt; ++i) {
+        std::memcpy(&tx_copy_[off], iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    return tx_copy_.get();
+}
+
 int UdpLink::send_one(int fd, uint32_t msg)
 {
     // One message: a small datagram goes contiguous with sendto (cheaper than sendmsg, which
@@ -603,14 +616,7 @@ int UdpLink::send_one(int fd, uint32_t msg)
     const struct msghdr &hdr = tx_msgs_[msg].msg_hdr;
     const TxGroup &group = tx_groups_[msg];
     if (group.count == 1 && group.bytes <= kUdpCopySendMax) {
-        const void *data = hdr.msg_iovlen == 1 ? hdr.msg_iov[0].iov_base : tx_copy_.get();
-        if (hdr.msg_iovlen != 1) {
-            size_t off = 0;
-            for (size_t i = 0; i < hdr.msg_iovlen; ++i) {
-                std::memcpy(&tx_copy_[off], hdr.msg_iov[i].iov_base, hdr.msg_iov[i].iov_len);
-                off += hdr.msg_iov[i].iov_len;
-            }
-        }
+        const void *data = contiguous(hdr.msg_iov, hdr.msg_iovlen);
         const ssize_t len = hdr.msg_name != nullptr
                                 ? ::sendto(fd, data, group.bytes, MSG_DONTWAIT,
                                            static_cast<const struct sockaddr *>(hdr.msg_name),
@@ -668,8 +674,51 @@ uint32_t UdpLink::send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regr
     return datagrams;
 }
 
+int UdpLink::tx_single(const TxDatagram &dgram)
+{
+    uint32_t len = 0;
+    if (tx_invalid_reason(dgram, &len) != nullptr || len > kUdpCopySendMax) {
+        return -1;
+    }
+    const uint32_t sock = sock_for(dgram.dst);
+    const void *data = contiguous(dgram.iov, dgram.iovcnt);
+    ssize_t sent;
+    if (sock == 0) {
+        SockAddr name;
+        const socklen_t name_len = to_sockaddr(dgram.dst, &name);
+        sent = ::sendto(socks_[0].fd, data, len, MSG_DONTWAIT, &name.sa, name_len);
+    } else {
+        sent = ::send(socks_[sock].fd, data, len, MSG_DONTWAIT);   // a connected peer socket
+    }
+    if (sent >= 0) {
+        ++stats_.tx_datagrams;
+        stats_.tx_bytes += len;
+        ++tx_messages_;
+        return 1;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        return 0;
+    }
+    // A hard error: the datagram is dropped like a loss, as in send_batch.
+    ++stats_.tx_errors;
+    if (tx_log_.allow()) {
+        link_log_error("udp link %s: sending to %s failed, 1 datagram(s) dropped: %m",
+                       local_addr_.to_string().c_str(), dgram.dst.to_string().c_str());
+    }
+    return 1;
+}
+
 uint32_t UdpLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
 {
+    // A lone small datagram (a ping-pong's message, an ack) goes straight out, without the
+    // batch's message headers; anything else (or an invalid one, which the batch path counts
+    // and logs) takes the batch path.
+    if (n == 1) {
+        const int sent = tx_single(dgrams[0]);
+        if (sent >= 0) {
+            return static_cast<uint32_t>(sent);
+        }
+    }
     uint32_t done = 0;
     while (done < n) {
         // A batch ends before an invalid datagram, which then starts the next one and is
@@ -844,10 +893,10 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
     }
     // The active ones, from a start that rotates, so that none waits behind one that fills
     // the slots.
+    // (Indices wrap by comparison, not by a division: this runs on every poll.)
     bool any_active = false;
-    const uint32_t start = static_cast<uint32_t>(rx_calls_ % count);
-    for (uint32_t k = 0; k < count && filled < n; ++k) {
-        const uint32_t i = (start + k) % count;
+    rx_start_ = rx_start_ + 1 < count ? rx_start_ + 1 : 0;
+    for (uint32_t k = 0, i = rx_start_; k < count && filled < n; ++k, i = i + 1 < count ? i + 1 : 0) {
         if (active(i)) {
             any_active = true;
             filled += rx_from(i, slots + filled, n - filled);
@@ -863,8 +912,8 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
 uint32_t UdpLink::rx_quiet(RxDatagram *slots, uint32_t n)
 {
     const uint32_t count = static_cast<uint32_t>(socks_.size());
-    for (uint32_t k = 0; k < count; ++k) {
-        const uint32_t i = (rx_turn_ + k) % count;
+    for (uint32_t k = 0, i = rx_turn_ < count ? rx_turn_ : 0; k < count;
+         ++k, i = i + 1 < count ? i + 1 : 0) {
         if (!active(i)) {
             rx_turn_ = i + 1;
             return rx_from(i, slots, n);

@@ -59,7 +59,8 @@
 // and datagrams are received directly into the caller's slots.
 //
 // System calls. A single datagram of at most kUdpCopySendMax bytes is copied into one buffer
-// and goes with sendto (send on a peer socket), cheaper than sendmsg with a gather list; other
+// and goes with sendto (send on a peer socket), cheaper than sendmsg with a gather list; when
+// tx_burst is given just that datagram it skips the batch's message headers too. Other
 // single messages go with sendmsg, more with sendmmsg. A receive asks for one datagram (recvfrom;
 // recv on a peer socket; recvmsg when aggregates are on, for their segment size) while the
 // previous receive on that socket found at most one (idle polls, ping-pongs: an empty recvfrom
@@ -293,6 +294,13 @@ private:
     // error before the socket would block (or the offload was turned off: *regroup set).
     uint32_t send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regroup);
     // Sends message `msg` alone on fd: 1 if sent, -1 on error (errno set).
+    // Sends a lone datagram of at most kUdpCopySendMax bytes with one send/sendto: 1 when it
+    // went out (or was dropped on a hard error), 0 when the socket would block, -1 when it is
+    // not such a datagram (invalid, or longer) and takes the batch path.
+    int tx_single(const TxDatagram &dgram);
+    // The bytes of a datagram of at most kUdpCopySendMax bytes in one piece: its only iov
+    // entry, or the entries copied into tx_copy_.
+    const void *contiguous(const struct iovec *iov, size_t iovcnt);
     int send_one(int fd, uint32_t msg);
     // The segment size of a received aggregate (its UDP_GRO message), or 0.
     static uint32_t gro_segment(const struct msghdr &hdr);
@@ -330,6 +338,7 @@ private:
     uint32_t tx_sock_ = 0;         // socket of the send batch being built
     uint64_t rx_calls_ = 0;        // rx_burst calls
     uint32_t rx_turn_ = 0;         // the quiet socket polled next
+    uint32_t rx_start_ = 0;        // the socket whose turn comes first in this rx_burst
     uint64_t rx_peer_datagrams_ = 0; // datagrams received on peer sockets
     std::unique_ptr<uint8_t[]> tx_copy_; // kUdpCopySendMax bytes: a small datagram, contiguous
     uint8_t family_ = 0;           // AF_INET or AF_INET6

@@ -74,7 +74,7 @@ srcnic_status_t Nic::init()
     max_msg_ = std::min<size_t>(static_cast<size_t>(seg_payload_) * (1u << 20), 1ull << 31);
 
     qps_.reserve(64);
-    conns_.resize(1);   // slot 0 is never used: connection id 0 means "not known yet"
+    conns_.emplace_back(nullptr);   // slot 0 is never used: connection id 0 means "not known yet"
     active_.reserve(64);
 
     msgs_.resize(config_.max_inflight);
@@ -273,7 +273,7 @@ srcnic_status_t Nic::qp_create(const srcnic_qp_config_t &config, Qp **qp_p)
 void Nic::qp_destroy(Qp *qp)
 {
     for (size_t slot = 1; slot < conns_.size(); ++slot) {
-        Connection &c = conns_[slot];
+        Connection &c = *conns_[slot];
         if (c.state != ConnState::kOpen) {
             continue;
         }
@@ -362,7 +362,7 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
     Connection *c = nullptr;
     auto it = conn_by_addr_.find(la);
     if (it != conn_by_addr_.end()) {
-        c = &conns_[it->second];
+        c = conns_[it->second].get();
         if (c->peer_nic != remote.incarnation) {
             // The address now belongs to a new incarnation: the old peer is gone.
             conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
@@ -387,7 +387,7 @@ srcnic_status_t Nic::dest_status(srcnic_dest_t dest) const
     if (slot == 0 || slot >= conns_.size()) {
         return SRCNIC_ERR_INVALID_PARAM;
     }
-    const Connection &c = conns_[slot];
+    const Connection &c = *conns_[slot];
     if (c.state == ConnState::kOpen && c.gen == gen) {
         return SRCNIC_OK;
     }

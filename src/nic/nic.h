@@ -20,7 +20,6 @@
 
 #include <srcnic/srcnic.h>
 
-#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -181,7 +180,9 @@ private:
     srcnic_pd *pd_ = nullptr;       // whose regions remote accesses may touch
     MrTable &mrs_;
 
-    std::deque<Connection> conns_;  // grows on demand; slot 0 unused (id 0 means "unknown")
+    // Grows on demand; slot 0 unused (id 0 means "unknown"). Connections are allocated one by
+    // one, so they never move, and a slot is found with one index.
+    std::vector<std::unique_ptr<Connection>> conns_;
     std::vector<uint32_t> free_slots_;
     std::unordered_map<LinkAddr, uint32_t, LinkAddrHash> conn_by_addr_;
     unsigned num_conns_ = 0;

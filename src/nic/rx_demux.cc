@@ -132,7 +132,7 @@ void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
     } else {
         auto it = conn_by_addr_.find(src);
         if (it != conn_by_addr_.end()) {
-            c = &conns_[it->second];
+            c = conns_[it->second].get();
         }
     }
     if (c != nullptr && c->peer_nic != h.src_nic) {

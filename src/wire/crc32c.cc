@@ -141,13 +141,50 @@ __attribute__((target("sse4.2"))) inline uint64_t crc32c_hw_3way(uint64_t reg, c
     return shift(joined) ^ static_cast<uint32_t>(reg2);
 }
 
+// Below three short blocks: one chain of crc32 instructions, four words a round. A packet
+// header and a small payload take this path alone: no alignment loop (unaligned words cost
+// nothing extra here), no block shifts to look up.
+__attribute__((target("sse4.2"))) inline uint32_t crc32c_hw_small(uint32_t reg, const uint8_t *p,
+                                                                 size_t len)
+{
+    uint64_t reg64 = reg;
+    for (; len >= 32; len -= 32, p += 32) {
+        uint64_t w[4];
+        std::memcpy(w, p, sizeof(w));
+        reg64 = _mm_crc32_u64(reg64, w[0]);
+        reg64 = _mm_crc32_u64(reg64, w[1]);
+        reg64 = _mm_crc32_u64(reg64, w[2]);
+        reg64 = _mm_crc32_u64(reg64, w[3]);
+    }
+    for (; len >= 8; len -= 8, p += 8) {
+        uint64_t word;
+        std::memcpy(&word, p, sizeof(word));
+        reg64 = _mm_crc32_u64(reg64, word);
+    }
+    reg = static_cast<uint32_t>(reg64);
+    if (len >= 4) {
+        uint32_t word;
+        std::memcpy(&word, p, sizeof(word));
+        reg = _mm_crc32_u32(reg, word);
+        p += 4;
+        len -= 4;
+    }
+    for (; len > 0; len--, p++) {
+        reg = _mm_crc32_u8(reg, *p);
+    }
+    return reg;
+}
+
 __attribute__((target("sse4.2"))) uint32_t crc32c_hw_raw(uint32_t reg, const uint8_t *p,
                                                          size_t len)
 {
+    if (len < 3 * kShortBlock) {
+        return crc32c_hw_small(reg, p, len);
+    }
     static const ZeroShift shift_long(kLongBlock);
     static const ZeroShift shift_short(kShortBlock);
 
-    for (; len > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0; len--, p++) {
+    for (; (reinterpret_cast<uintptr_t>(p) & 7) != 0; len--, p++) {
         reg = _mm_crc32_u8(reg, *p);
     }
     uint64_t reg64 = reg;
@@ -157,16 +194,7 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw_raw(uint32_t reg, const uin
     for (; len >= 3 * kShortBlock; len -= 3 * kShortBlock, p += 3 * kShortBlock) {
         reg64 = crc32c_hw_3way<kShortBlock>(reg64, p, shift_short);
     }
-    for (; len >= 8; len -= 8, p += 8) {
-        uint64_t word;
-        std::memcpy(&word, p, sizeof(word));
-        reg64 = _mm_crc32_u64(reg64, word);
-    }
-    reg = static_cast<uint32_t>(reg64);
-    for (; len > 0; len--, p++) {
-        reg = _mm_crc32_u8(reg, *p);
-    }
-    return reg;
+    return crc32c_hw_small(static_cast<uint32_t>(reg64), p, len);
 }
 #endif
 

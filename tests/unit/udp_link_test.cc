@@ -491,6 +491,70 @@ TEST(UdpLink, tx_burst__gather_list_arrives_as_one_datagram)
     EXPECT_TRUE(got[2].data.empty());
 }
 
+// A datagram sent alone (a ping-pong's message, an ack) takes the single-send path: each of
+// the gather lists above, alone, arrives whole, and the link's counters follow.
+TEST(UdpLink, tx_burst__lone_datagrams_arrive_whole)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    const std::string header = "HDR:", payload(1000, 'p'), trailer = ":END";
+    struct iovec three[] = {{const_cast<char *>(header.data()), header.size()},
+                            {const_cast<char *>(payload.data()), payload.size()},
+                            {const_cast<char *>(trailer.data()), trailer.size()}};
+    struct iovec one[] = {{const_cast<char *>(payload.data()), 8}};
+    const TxDatagram dgrams[] = {{three, 3, b->local_addr()},
+                                 {one, 1, b->local_addr()},
+                                 {nullptr, 0, b->local_addr()}};
+    for (const TxDatagram &d : dgrams) {
+        ASSERT_EQ(1u, a->tx_burst(&d, 1));
+    }
+    EXPECT_EQ(3u, a->stats().tx_datagrams);
+    EXPECT_EQ(header.size() + payload.size() + trailer.size() + 8, a->stats().tx_bytes);
+
+    const auto got = receive(*b, 3, b->mtu());
+    ASSERT_EQ(3u, got.size());
+    EXPECT_EQ(header + payload + trailer, std::string(got[0].data.begin(), got[0].data.end()));
+    EXPECT_EQ(std::string(8, 'p'), std::string(got[1].data.begin(), got[1].data.end()));
+    EXPECT_TRUE(got[2].data.empty());
+}
+
+// The single-send path answers like a batch of one: a full socket takes nothing (the caller
+// retries), a hard error drops the datagram, counted, and reports it taken.
+TEST(UdpLink, tx_burst__lone_datagram_would_block_then_hard_error)
+{
+    MockGuard guard;
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    const auto payloads = make_payloads({64, 64}, 11);
+    struct iovec iov[2];
+    TxDatagram d[2];
+    for (int i = 0; i < 2; ++i) {
+        iov[i] = {const_cast<uint8_t *>(payloads[i].data()), payloads[i].size()};
+        d[i] = {&iov[i], 1, b->local_addr()};
+    }
+
+    g_send_plan = MockPlan{sock_of(*a), 0, 1, EAGAIN, 0};
+    EXPECT_EQ(0u, a->tx_burst(&d[0], 1));
+    EXPECT_EQ(1u, g_send_plan.failed);
+    EXPECT_EQ(0u, a->stats().tx_datagrams);
+    EXPECT_EQ(0u, a->stats().tx_errors);
+
+    g_send_plan = MockPlan{sock_of(*a), 0, 1, ECONNREFUSED, 0};
+    EXPECT_EQ(1u, a->tx_burst(&d[1], 1));   // dropped: taken, like a loss
+    EXPECT_EQ(1u, g_send_plan.failed);
+    EXPECT_EQ(1u, a->stats().tx_errors);
+    EXPECT_EQ(0u, a->stats().tx_datagrams);
+
+    EXPECT_EQ(1u, a->tx_burst(&d[0], 1));   // the retry of the one that would have blocked
+    EXPECT_EQ(1u, a->stats().tx_datagrams);
+    const auto got = receive(*b, 1, b->mtu());
+    ASSERT_EQ(1u, got.size());
+    EXPECT_EQ(payloads[0], got[0].data);
+    EXPECT_FALSE(readable_now(sock_of(*b)));   // the dropped one never left
+}
+
 TEST(UdpLink, tx_burst__invalid_datagrams_counted_and_accepted)
 {
     std::unique_ptr<Link> a = open_link(config_for("127.0.0.1", 1000));
