@@ -58,7 +58,10 @@ enum class ConnState : uint8_t {
     kOpen,      // usable (packets may or may not have been exchanged yet)
 };
 
-struct Connection {
+// Cache-line aligned (and so sized): connections, QPs and NICs are written on every packet,
+// and two of them allocated next to each other may belong to NICs driven by different
+// threads; they must not share a line.
+struct alignas(64) Connection {
     // --- identity ---
     ConnState state = ConnState::kFree;
     uint16_t gen = 0;              // bumped whenever the slot is freed

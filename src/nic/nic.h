@@ -55,7 +55,8 @@ constexpr uint32_t kTxTimerCalls = 8;
 // Message descriptors the requester leaves for the responder's answers.
 constexpr unsigned kAnswerReserve = 16;
 
-class Nic : public srcnic_nic {
+// Cache-line aligned like Connection and Qp (see connection.h).
+class alignas(64) Nic : public srcnic_nic {
 public:
     // Creates a NIC over a given link (tests: loopback or faulty links). The config is
     // validated; a bad value is INVALID_PARAM with a message naming it.

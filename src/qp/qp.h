@@ -17,7 +17,8 @@ namespace srcnic {
 
 class Nic;
 
-class Qp : public srcnic_qp {
+// Cache-line aligned like Connection and Nic (see connection.h).
+class alignas(64) Qp : public srcnic_qp {
 public:
     Qp(Nic *nic, uint32_t qpn, uint32_t sq_size, uint32_t rq_size)
         : nic_(nic), qpn_(qpn), sq_(sq_size), rq_(rq_size), cq_(round_up_pow2(sq_size + rq_size))
