@@ -205,7 +205,16 @@ private:
     FreshClock clock_;
     // Transmit batch (flushed to the link when full and at the end of progress).
     static constexpr uint32_t kTxBatch = 32;
-    PacketHeader tx_hdrs_[kTxBatch];
+    // Payloads of up to kTxCopyMax bytes are copied behind their header, so that the packet
+    // is one contiguous datagram: one CRC pass, and the link sends it as it is (a link copies
+    // a small gathered datagram into one buffer anyway). Longer ones go as a gather list from
+    // the message's own memory.
+    static constexpr uint32_t kTxCopyMax = 1024;
+    struct TxPacket {
+        PacketHeader h;
+        uint8_t payload[kTxCopyMax];
+    };
+    TxPacket tx_pkts_[kTxBatch];
     struct iovec tx_iov_[kTxBatch][kLinkMaxIov];
     TxDatagram tx_dgrams_[kTxBatch];
     Connection *tx_conn_[kTxBatch];   // connection each datagram belongs to (nullptr: none)

@@ -58,7 +58,7 @@ PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
             return nullptr;
         }
     }
-    PacketHeader *h = &tx_hdrs_[tx_count_];
+    PacketHeader *h = &tx_pkts_[tx_count_].h;
     std::memset(h, 0, sizeof(*h));
     h->version = kWireVersion;
     h->job_key = config_.job_key;
@@ -72,9 +72,26 @@ PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
 
 void Nic::tx_commit(uint32_t iovcnt, Connection *c)
 {
-    PacketHeader *h = &tx_hdrs_[tx_count_];
-    seal_header(h, &tx_iov_[tx_count_][1], iovcnt);
-    tx_dgrams_[tx_count_].iov = tx_iov_[tx_count_];
+    TxPacket &pkt = tx_pkts_[tx_count_];
+    struct iovec *iov = tx_iov_[tx_count_];
+    size_t payload = 0;
+    for (uint32_t i = 1; i <= iovcnt; ++i) {
+        payload += iov[i].iov_len;
+    }
+    if (payload <= kTxCopyMax) {
+        uint8_t *to = pkt.payload;
+        for (uint32_t i = 1; i <= iovcnt; ++i) {
+            std::memcpy(to, iov[i].iov_base, iov[i].iov_len);
+            to += iov[i].iov_len;
+        }
+        iov[0].iov_len = sizeof(PacketHeader) + payload;   // iov[0] starts at pkt.h
+        seal_packet(&pkt.h, iov[0].iov_len);
+        iovcnt = 0;
+    } else {
+        seal_header(&pkt.h, &iov[1], iovcnt);
+    }
+    PacketHeader *h = &pkt.h;
+    tx_dgrams_[tx_count_].iov = iov;
     tx_dgrams_[tx_count_].iovcnt = iovcnt + 1;
     tx_conn_[tx_count_] = c;
     if (log_enabled(LogLevel::kTrace)) {
@@ -95,14 +112,14 @@ void Nic::tx_flush()
     }
     for (uint32_t i = 0; i < sent; ++i) {
         count(SRCNIC_CNT_TX_PACKETS);
-        count(SRCNIC_CNT_TX_BYTES, sizeof(PacketHeader) + tx_hdrs_[i].payload_len);
+        count(SRCNIC_CNT_TX_BYTES, sizeof(PacketHeader) + tx_pkts_[i].h.payload_len);
     }
     // The link would block: forget what it did not take. Sequenced packets are marked for
     // retransmission (their payload stays with the message), acks are owed again.
     tx_blocked_ = sent < tx_count_;
     for (uint32_t i = sent; i < tx_count_; ++i) {
         Connection *c = tx_conn_[i];
-        const PacketHeader &h = tx_hdrs_[i];
+        const PacketHeader &h = tx_pkts_[i].h;
         if (c == nullptr || c->state != ConnState::kOpen) {
             continue;
         }
@@ -358,7 +375,7 @@ unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                 if (c->resend_psn == c->send_psn) {
                     ++c->resend_psn;
                 }
-                if (c->err_answers_unsent != 0 && tx_hdrs_[tx_count_ - 1].opcode ==
+                if (c->err_answers_unsent != 0 && tx_pkts_[tx_count_ - 1].h.opcode ==
                                                       static_cast<uint8_t>(Opcode::kERR_RESP)) {
                     // Its ack was held back to the refused request; now that the answer is
                     // out, acknowledge the request too (PROTOCOL.md 5.3, 5.4).

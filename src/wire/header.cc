@@ -81,6 +81,12 @@ void seal_header(PacketHeader *hdr, const struct iovec *payload, size_t iovcnt)
     hdr->crc = crc;
 }
 
+void seal_packet(PacketHeader *hdr, size_t len)
+{
+    hdr->crc = 0;
+    hdr->crc = crc32c(0, hdr, len);
+}
+
 std::string to_string(const PacketHeader &hdr)
 {
     const OpcodeInfo &info = opcode_info(hdr.opcode);

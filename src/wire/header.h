@@ -119,6 +119,8 @@ HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key
 
 // Computes and stores the checksum of a packet given as header + payload pieces.
 void seal_header(PacketHeader *hdr, const struct iovec *payload, size_t iovcnt);
+// The same for a packet whose payload follows its header in memory: len bytes in all.
+void seal_packet(PacketHeader *hdr, size_t len);
 
 // One line for traces: "SEND psn=5 ack=3 conn=2->7 qp=1->4 len=100/4096 flags=FIRST|SYN".
 std::string to_string(const PacketHeader &hdr);
