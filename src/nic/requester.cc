@@ -88,7 +88,8 @@ unsigned Nic::requester_take()
             case SRCNIC_OP_WRITE: m->opcode = static_cast<uint8_t>(Opcode::kWRITE); break;
             default: m->opcode = static_cast<uint8_t>(Opcode::kREAD_REQ); break;
             }
-            m->npkts = (wqe.opcode == SRCNIC_OP_READ || length == 0)
+            // (A division only for a message of several packets.)
+            m->npkts = (wqe.opcode == SRCNIC_OP_READ || length <= seg_payload_)
                            ? 1
                            : static_cast<uint32_t>((length + seg_payload_ - 1) / seg_payload_);
             msg_append(c, m);

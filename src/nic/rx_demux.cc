@@ -98,7 +98,8 @@ unsigned Nic::rx_poll()
 void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
 {
     const uint8_t *data = buf_data(buf);
-    const HeaderError err = check_header(data, len, config_.job_key);
+    PacketHeader h;
+    const HeaderError err = check_header(data, len, config_.job_key, &h);
     if (err != HeaderError::kOk) {
         count(drop_counter(err));
         SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "drop datagram from %s: %s",
@@ -106,8 +107,6 @@ void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
         buf_free(buf);
         return;
     }
-    PacketHeader h;
-    std::memcpy(&h, data, sizeof(h));
     if (log_enabled(LogLevel::kTrace)) {
         SRCNIC_LOG_TRACE("rx %s from %s", to_string(h).c_str(), src.to_string().c_str());
     }

@@ -35,6 +35,13 @@ const OpcodeInfo &opcode_info(uint8_t value)
 HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key)
 {
     PacketHeader hdr;
+    return check_header(datagram, len, job_key, &hdr);
+}
+
+HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key,
+                         PacketHeader *hdr_p)
+{
+    PacketHeader &hdr = *hdr_p;
     if (len < sizeof(hdr)) {
         return HeaderError::kTruncated;
     }
@@ -52,6 +59,7 @@ HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key
     hdr.crc = 0;
     uint32_t crc = crc32c(0, &hdr, sizeof(hdr));
     crc = crc32c(crc, datagram + sizeof(hdr), hdr.payload_len);
+    hdr.crc = wire_crc;
     if (crc != wire_crc) {
         return HeaderError::kBadChecksum;
     }

@@ -116,6 +116,9 @@ enum class HeaderError : uint8_t {
 // Checks a received datagram's header (§4 steps 1-5): everything that needs no connection
 // state. On kOk the payload is datagram[sizeof(PacketHeader) .. + payload_len).
 HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key);
+// The same, handing the header out: *hdr is set (crc included) when the result is kOk.
+HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key,
+                         PacketHeader *hdr);
 
 // Computes and stores the checksum of a packet given as header + payload pieces.
 void seal_header(PacketHeader *hdr, const struct iovec *payload, size_t iovcnt);
