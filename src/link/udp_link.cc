@@ -809,7 +809,10 @@ void UdpLink::take_source(const Sock &sock, uint32_t i, LinkAddr *out) const
     }
 }
 
-int UdpLink::receive_batch(Sock &sock, uint32_t m)
+// receive_batch, rx_from and rx_quiet are always inlined into rx_burst: the return predictions
+// after a receive system call are wrong, and each frame between the call and rx_burst's caller
+// costs a mispredicted return (about 8 ns here).
+__attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uint32_t m)
 {
     // The kernel writes back the name and control lengths of the headers it fills, only
     // those: reset just what the previous call used (an empty poll touches no header).
@@ -909,7 +912,8 @@ uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
     return filled;
 }
 
-uint32_t UdpLink::rx_quiet(RxDatagram *slots, uint32_t n)
+__attribute__((always_inline)) inline uint32_t UdpLink::rx_quiet(RxDatagram *slots,
+                                                                 uint32_t n)
 {
     const uint32_t count = static_cast<uint32_t>(socks_.size());
     for (uint32_t k = 0, i = rx_turn_ < count ? rx_turn_ : 0; k < count;
@@ -922,7 +926,8 @@ uint32_t UdpLink::rx_quiet(RxDatagram *slots, uint32_t n)
     return 0;
 }
 
-uint32_t UdpLink::rx_from(uint32_t index, RxDatagram *slots, uint32_t n)
+__attribute__((always_inline)) inline uint32_t UdpLink::rx_from(uint32_t index, RxDatagram *slots,
+                                                                uint32_t n)
 {
     if (gro_) {
         return rx_gro_from(index, slots, n);

@@ -261,10 +261,11 @@ private:
     uint32_t open_peer_socket(const LinkAddr &dst);
     // Fills a socket address from a link address; returns its length.
     socklen_t to_sockaddr(const LinkAddr &addr, SockAddr *sa) const;
-    // Receives into slots from socket i; how many were filled.
-    uint32_t rx_from(uint32_t index, RxDatagram *slots, uint32_t n);
+    // Receives into slots from socket i; how many were filled. (rx_from, rx_quiet and
+    // receive_batch are inline, defined and used only in udp_link.cc: see there.)
+    inline uint32_t rx_from(uint32_t index, RxDatagram *slots, uint32_t n);
     // Receives from the next quiet socket in turn (see "Polling several sockets").
-    uint32_t rx_quiet(RxDatagram *slots, uint32_t n);
+    inline uint32_t rx_quiet(RxDatagram *slots, uint32_t n);
     // Copies staged aggregate datagrams into slots; how many were filled.
     uint32_t gro_drain(RxDatagram *slots, uint32_t n);
     // Whether socket i returned a datagram recently (see "Polling several sockets").
@@ -313,7 +314,7 @@ private:
     // One receive of up to m datagrams from socket `sock` into headers [0, m) (already pointed
     // at buffers); returns how many were received, 0 if none is queued, -1 on a hard error
     // (counted).
-    int receive_batch(Sock &sock, uint32_t m);
+    inline int receive_batch(Sock &sock, uint32_t m);
 
     // A staged aggregate: bytes [off, end) of staging buffer `buf` remain, in datagrams of
     // `seg` bytes (the last may be shorter).

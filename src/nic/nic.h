@@ -134,7 +134,8 @@ private:
     void arm_timer();
 
     // --- rx demux (rx_demux.cc): link -> stages ---
-    unsigned rx_poll();
+    // Takes datagrams from the link (inline: defined and used only in nic.cc, see there).
+    inline unsigned rx_poll();
     // The time, for protocol timers and RTT samples, which need microseconds, not the
     // nanoseconds a fresh read costs per use (see FreshClock).
     uint64_t now() { return clock_.now(); }

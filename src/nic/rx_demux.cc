@@ -1,8 +1,9 @@
-// Rx demux: takes datagrams from the link, drops and counts what fails the header checks,
-// finds the connection from the id the packet carries (validated against the sender's address,
-// incarnation and connection id; the address map is consulted only until the sender has
-// learned our id), puts sequenced packets in PSN order, and hands requests to the responder
-// and answers to the completer. Control packets (ACK, NAK, RST) are handled here.
+// Rx demux: takes the datagrams rx_poll (nic.cc) received from the link, drops and counts what
+// fails the header checks, finds the connection from the id the packet carries (validated
+// against the sender's address, incarnation and connection id; the address map is consulted
+// only until the sender has learned our id), puts sequenced packets in PSN order, and hands
+// requests to the responder and answers to the completer. Control packets (ACK, NAK, RST) are
+// handled here.
 #include "nic/nic.h"
 
 #include "core/clock.h"
@@ -43,56 +44,6 @@ int32_t Nic::buf_alloc()
 void Nic::buf_free(int32_t b)
 {
     free_bufs_.push_back(b);
-}
-
-unsigned Nic::rx_poll()
-{
-    // Out-of-order packets hold buffers; if they starve reception, give some back (their
-    // senders retransmit them) so the in-order packets that unblock everything can arrive.
-    if (rx_posted_ + free_bufs_.size() < kRxBurst) {
-        for (Connection *c : active_) {
-            if (c->state != ConnState::kOpen || c->reorder_count == 0) {
-                continue;
-            }
-            for (uint32_t i = 0; i < config_.window; ++i) {
-                if (c->reorder[i] >= 0) {
-                    buf_free(c->reorder[i]);
-                    c->reorder[i] = -1;
-                    count(SRCNIC_CNT_DROP_NO_BUFFER);
-                }
-            }
-            c->reorder_count = 0;
-            if (rx_posted_ + free_bufs_.size() >= kRxBurst) {
-                break;
-            }
-        }
-    }
-    while (rx_posted_ < kRxBurst && !free_bufs_.empty()) {
-        const int32_t b = buf_alloc();
-        rx_bufs_[rx_posted_] = b;
-        rx_slots_[rx_posted_].buf = buf_data(b);
-        rx_slots_[rx_posted_].capacity = mtu_;
-        ++rx_posted_;
-    }
-    const uint32_t got = rx_posted_ != 0 ? link_->rx_burst(rx_slots_, rx_posted_) : 0;
-    if (got == 0) {
-        return 0;
-    }
-    // The link filled slots [0, got): their buffers go up the stack (each is freed by whoever
-    // finishes with it); empty slots from the end take their places (empty slots are all
-    // alike, so their order does not matter and a single datagram moves one slot).
-    for (uint32_t i = 0; i < got; ++i) {
-        count(SRCNIC_CNT_RX_PACKETS);
-        count(SRCNIC_CNT_RX_BYTES, rx_slots_[i].len);
-        rx_datagram(rx_bufs_[i], rx_slots_[i].len, rx_slots_[i].src);
-    }
-    const uint32_t moved = std::min(got, rx_posted_ - got);
-    for (uint32_t i = 0; i < moved; ++i) {
-        rx_slots_[i] = rx_slots_[rx_posted_ - 1 - i];
-        rx_bufs_[i] = rx_bufs_[rx_posted_ - 1 - i];
-    }
-    rx_posted_ -= got;
-    return got;
 }
 
 void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
