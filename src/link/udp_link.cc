@@ -608,6 +608,13 @@ const void *UdpLink::contiguous(const struct iovec *iov, size_t iovcnt)
     return tx_copy_.get();
 }
 
+ssize_t UdpLink::send_contiguous(int fd, const void *data, size_t len,
+                                 const struct sockaddr *name, socklen_t name_len)
+{
+    return name != nullptr ? ::sendto(fd, data, len, MSG_DONTWAIT, name, name_len)
+                           : ::send(fd, data, len, MSG_DONTWAIT);
+}
+
 int UdpLink::send_one(int fd, uint32_t msg)
 {
     // One message: a small datagram goes contiguous with sendto (cheaper than sendmsg, which
@@ -616,12 +623,10 @@ int UdpLink::send_one(int fd, uint32_t msg)
     const struct msghdr &hdr = tx_msgs_[msg].msg_hdr;
     const TxGroup &group = tx_groups_[msg];
     if (group.count == 1 && group.bytes <= kUdpCopySendMax) {
-        const void *data = contiguous(hdr.msg_iov, hdr.msg_iovlen);
-        const ssize_t len = hdr.msg_name != nullptr
-                                ? ::sendto(fd, data, group.bytes, MSG_DONTWAIT,
-                                           static_cast<const struct sockaddr *>(hdr.msg_name),
-                                           hdr.msg_namelen)
-                                : ::send(fd, data, group.bytes, MSG_DONTWAIT);
+        const ssize_t len = send_contiguous(fd, contiguous(hdr.msg_iov, hdr.msg_iovlen),
+                                            group.bytes,
+                                            static_cast<const struct sockaddr *>(hdr.msg_name),
+                                            hdr.msg_namelen);
         return len >= 0 ? 1 : -1;
     }
     return ::sendmsg(fd, &hdr, MSG_DONTWAIT) >= 0 ? 1 : -1;
@@ -681,15 +686,11 @@ int UdpLink::tx_single(const TxDatagram &dgram)
         return -1;
     }
     const uint32_t sock = sock_for(dgram.dst);
-    const void *data = contiguous(dgram.iov, dgram.iovcnt);
-    ssize_t sent;
-    if (sock == 0) {
-        SockAddr name;
-        const socklen_t name_len = to_sockaddr(dgram.dst, &name);
-        sent = ::sendto(socks_[0].fd, data, len, MSG_DONTWAIT, &name.sa, name_len);
-    } else {
-        sent = ::send(socks_[sock].fd, data, len, MSG_DONTWAIT);   // a connected peer socket
-    }
+    SockAddr name;
+    // The bound socket needs the destination; a peer socket is connected.
+    const socklen_t name_len = sock == 0 ? to_sockaddr(dgram.dst, &name) : 0;
+    const ssize_t sent = send_contiguous(socks_[sock].fd, contiguous(dgram.iov, dgram.iovcnt),
+                                         len, sock == 0 ? &name.sa : nullptr, name_len);
     if (sent >= 0) {
         ++stats_.tx_datagrams;
         stats_.tx_bytes += len;

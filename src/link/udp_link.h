@@ -295,7 +295,6 @@ private:
     // Sends messages [0, msgs); returns how many datagrams were sent or dropped on a hard
     // error before the socket would block (or the offload was turned off: *regroup set).
     uint32_t send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regroup);
-    // Sends message `msg` alone on fd: 1 if sent, -1 on error (errno set).
     // Sends a lone datagram of at most kUdpCopySendMax bytes with one send/sendto: 1 when it
     // went out (or was dropped on a hard error), 0 when the socket would block, -1 when it is
     // not such a datagram (invalid, or longer) and takes the batch path.
@@ -303,6 +302,11 @@ private:
     // The bytes of a datagram of at most kUdpCopySendMax bytes in one piece: its only iov
     // entry, or the entries copied into tx_copy_.
     const void *contiguous(const struct iovec *iov, size_t iovcnt);
+    // Sends len contiguous bytes on fd: to name with sendto, or with send where name is null
+    // (a connected peer socket). The system call's result.
+    static ssize_t send_contiguous(int fd, const void *data, size_t len,
+                                   const struct sockaddr *name, socklen_t name_len);
+    // Sends message `msg` alone on fd: 1 if sent, -1 on error (errno set).
     int send_one(int fd, uint32_t msg);
     // The segment size of a received aggregate (its UDP_GRO message), or 0.
     static uint32_t gro_segment(const struct msghdr &hdr);
