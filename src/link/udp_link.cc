@@ -862,6 +862,11 @@ __attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uin
         sock.found = got > 0;
         if (got > 0) {
             sock.last_rx_call = rx_calls_;
+            const uint32_t index = static_cast<uint32_t>(&sock - socks_.data());
+            if (index != rx_hot_) {
+                rx_others_last_ = std::max(rx_others_last_, socks_[rx_hot_].last_rx_call);
+                rx_hot_ = index;
+            }
             if (sock.peer.family != 0) {
                 rx_peer_datagrams_ += static_cast<uint32_t>(got);
             }
@@ -885,6 +890,12 @@ __attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uin
 uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
 {
     ++rx_calls_;
+    // The common case, a single busy socket (one peer, a ping-pong) and no quiet one due in this
+    // call: poll just it, as the loop below would, without the loop.
+    static_assert(kUdpBusyPollEvery % kUdpIdlePollEvery == 0, "busy polls fall on idle-poll calls");
+    if (gro_count_ == 0 && rx_calls_ % kUdpIdlePollEvery != 0 && only_hot_active()) {
+        return rx_from(rx_hot_, slots, n);
+    }
     const uint32_t count = static_cast<uint32_t>(socks_.size());
     uint32_t filled = gro_count_ != 0 ? gro_drain(slots, n) : 0;
     if (count == 1) {

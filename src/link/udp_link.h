@@ -88,7 +88,10 @@
 // otherwise; and, before the active ones, every kUdpBusyPollEvery-th call whatever they hold.
 // An idle link therefore costs one receive call per rx_burst, a busy peer is polled on every
 // call, and a datagram on a quiet socket waits at most about sockets x kUdpBusyPollEvery
-// calls, even behind a stream that fills every slot.
+// calls, even behind a stream that fills every slot. While exactly one socket is active (one
+// busy peer: a ping-pong) and no quiet one is due, rx_burst polls it directly, skipping the
+// loop: the link remembers the socket that returned the latest datagram and when any other
+// last did, which tells that no other socket is active.
 //
 // Event fd. event_fd() is an epoll set that holds the sockets only between rx_notify(true) and
 // rx_notify(false): a socket in an epoll set costs the sender a wake-up callback per datagram
@@ -273,6 +276,13 @@ private:
     {
         return socks_[i].last_rx_call != 0 && rx_calls_ - socks_[i].last_rx_call <= kUdpActiveCalls;
     }
+    // Only rx_hot_ is active: every other socket last returned a datagram at rx_others_last_
+    // at the latest.
+    bool only_hot_active() const
+    {
+        return active(rx_hot_) &&
+               (rx_others_last_ == 0 || rx_calls_ - rx_others_last_ > kUdpActiveCalls);
+    }
     srcnic_status_t choose_mtu(uint32_t configured);
     // Why dgram cannot be sent (too long, too many iov entries, wrong family), or nullptr.
     // *len_p (if not null) gets the datagram's length when it is valid.
@@ -345,6 +355,8 @@ private:
     uint64_t rx_calls_ = 0;        // rx_burst calls
     uint32_t rx_turn_ = 0;         // the quiet socket polled next
     uint32_t rx_start_ = 0;        // the socket whose turn comes first in this rx_burst
+    uint32_t rx_hot_ = 0;          // the socket that returned the latest datagram
+    uint64_t rx_others_last_ = 0;  // the latest last_rx_call of any other socket (0: none)
     uint64_t rx_peer_datagrams_ = 0; // datagrams received on peer sockets
     std::unique_ptr<uint8_t[]> tx_copy_; // kUdpCopySendMax bytes: a small datagram, contiguous
     uint8_t family_ = 0;           // AF_INET or AF_INET6

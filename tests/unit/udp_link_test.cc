@@ -1187,5 +1187,102 @@ TEST(UdpLink, peer_sockets__a_stream_that_fills_every_slot_starves_no_socket)
     EXPECT_LE(calls, 3 * kUdpBusyPollEvery);
 }
 
+// Receives with slots of the link's mtu; returns the sources of what one rx_burst call returned.
+std::vector<LinkAddr> burst_sources(Link &link, uint32_t nslots)
+{
+    std::vector<std::vector<uint8_t>> bufs(nslots, std::vector<uint8_t>(link.mtu()));
+    std::vector<RxDatagram> slots(nslots);
+    for (uint32_t i = 0; i < nslots; ++i) {
+        slots[i] = RxDatagram{bufs[i].data(), link.mtu(), 0, LinkAddr()};
+    }
+    const uint32_t got = link.rx_burst(slots.data(), nslots);
+    std::vector<LinkAddr> out;
+    for (uint32_t i = 0; i < got; ++i) {
+        out.push_back(slots[i].src);
+    }
+    return out;
+}
+
+// a gets a peer socket for each of b and d, and each of them has returned a datagram.
+void two_active_peer_sockets(Link &a, Link &b, Link &d)
+{
+    const auto warm = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 16), 35);
+    for (Link *peer : {&b, &d}) {
+        ASSERT_EQ(warm.size(), send_all(a, warm, peer->local_addr()));
+        expect_from(*peer, warm, a.local_addr());
+    }
+    ASSERT_EQ(2u, as_udp(a).peer_sockets());
+    const auto one = make_payloads({16}, 36);
+    for (Link *peer : {&b, &d}) {
+        ASSERT_EQ(1u, send_all(*peer, one, a.local_addr()));
+        expect_from(a, one, peer->local_addr());
+    }
+}
+
+TEST(UdpLink, peer_sockets__every_active_socket_is_polled_on_every_call)
+{
+    // A link with one busy socket polls just that one (rx_burst's short path); with two busy
+    // ones it must still poll both on every call, not only the one that delivered last.
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> d = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && d);
+    two_active_peer_sockets(*a, *b, *d);
+    const auto one = make_payloads({16}, 37);
+    for (uint32_t call = 0; call < 3 * kUdpBusyPollEvery; ++call) {
+        // Alternate who sends first, so that either socket is the one that delivered last.
+        Link *first = call % 2 ? b.get() : d.get();
+        Link *second = call % 2 ? d.get() : b.get();
+        ASSERT_EQ(1u, send_all(*first, one, a->local_addr()));
+        ASSERT_EQ(1u, send_all(*second, one, a->local_addr()));
+        const std::vector<LinkAddr> got = burst_sources(*a, 4);
+        ASSERT_EQ(2u, got.size()) << "call " << call;
+        EXPECT_TRUE((got[0] == b->local_addr() && got[1] == d->local_addr()) ||
+                    (got[0] == d->local_addr() && got[1] == b->local_addr()))
+            << "call " << call;
+    }
+}
+
+TEST(UdpLink, peer_sockets__a_quiet_socket_is_polled_beside_one_busy_peer)
+{
+    // A ping-pong keeps one peer socket busy (one datagram per call); a datagram from a third
+    // link waits on the bound socket and comes within kUdpIdlePollEvery calls, also when it
+    // arrives at any phase of the polling cycle.
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && c);
+    const auto warm = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 16), 38);
+    ASSERT_EQ(warm.size(), send_all(*a, warm, b->local_addr()));
+    expect_from(*b, warm, a->local_addr());
+    ASSERT_EQ(1u, as_udp(*a).peer_sockets());
+    const auto one = make_payloads({16}, 39);
+    ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
+    expect_from(*a, one, b->local_addr());   // a's socket for b is now the busy one
+    for (uint32_t phase = 0; phase < kUdpIdlePollEvery; ++phase) {
+        for (uint32_t i = 0; i < phase; ++i) {   // the busy peer alone
+            ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
+            ASSERT_EQ(1u, burst_sources(*a, 4).size());
+        }
+        ASSERT_EQ(1u, send_all(*c, one, a->local_addr()));
+        // Each round: b's next datagram, then calls until the link has nothing more.
+        uint32_t calls = 0;
+        bool seen = false;
+        while (!seen && calls < 4 * kUdpBusyPollEvery) {
+            ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
+            for (bool more = true; more && !seen;) {
+                const std::vector<LinkAddr> got = burst_sources(*a, 4);
+                ++calls;
+                for (const LinkAddr &src : got) {
+                    seen = seen || src == c->local_addr();
+                }
+                more = !got.empty();
+            }
+        }
+        EXPECT_TRUE(seen) << "phase " << phase;
+        EXPECT_LE(calls, 2 * kUdpIdlePollEvery) << "phase " << phase;
+    }
+}
+
 } // namespace
 } // namespace srcnic
