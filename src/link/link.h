@@ -34,8 +34,12 @@ struct LinkAddr {
         if (family != o.family || port != o.port || scope_id != o.scope_id) {
             return false;
         }
-        const size_t len = family == kFamilyInet6 ? 16 : family == kFamilyInet ? 4 : 0;
-        return std::memcmp(ip, o.ip, len) == 0;
+        // Constant sizes: the compiler compares in registers instead of calling memcmp (this
+        // runs for every datagram sent and received).
+        if (family == kFamilyInet) {
+            return std::memcmp(ip, o.ip, 4) == 0;
+        }
+        return family != kFamilyInet6 || std::memcmp(ip, o.ip, 16) == 0;
     }
     bool operator!=(const LinkAddr &o) const { return !(*this == o); }
     size_t hash() const;

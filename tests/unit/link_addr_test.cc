@@ -27,6 +27,10 @@ TEST(LinkAddr, operator_eq__same_and_different_fields)
     EXPECT_TRUE(a != must_parse("127.0.0.2:5000"));
     EXPECT_TRUE(a != must_parse("[::1]:5000"));
     EXPECT_TRUE(must_parse("[fe80::1%1]:5") != must_parse("[fe80::1%2]:5"));
+    // Every byte of an IPv6 address counts, the first and the last.
+    EXPECT_TRUE(must_parse("[2001:db8::1]:5") == must_parse("[2001:db8::1]:5"));
+    EXPECT_TRUE(must_parse("[2001:db8::1]:5") != must_parse("[2001:db8::2]:5"));
+    EXPECT_TRUE(must_parse("[2001:db8::1]:5") != must_parse("[3001:db8::1]:5"));
     EXPECT_TRUE(LinkAddr() == LinkAddr());
 }
 
