@@ -110,6 +110,12 @@ private:
     void conn_fail(Connection *c, srcnic_status_t status);
     void conn_release(Connection *c);
     void activate(Connection *c);
+    // Something must go out in this progress call, not only at the next one (see progress()).
+    void activate_now(Connection *c)
+    {
+        tx_urgent_ = true;
+        activate(c);
+    }
 
     // --- requester (requester.cc): QP send rings -> connection FIFOs ---
     unsigned requester_take();
@@ -221,6 +227,7 @@ private:
     Connection *tx_conn_[kTxBatch];   // connection each datagram belongs to (nullptr: none)
     uint32_t tx_count_ = 0;
     bool tx_due_ = false;           // a connection was activated since transmit() last scheduled
+    bool tx_urgent_ = false;        // a receive made something to send in the same progress call
     uint32_t tx_idle_calls_ = 0;    // transmit() calls that skipped scheduling since it last ran
     bool tx_blocked_ = false;       // the link would block: stop generating packets
 

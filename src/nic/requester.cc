@@ -41,7 +41,7 @@ void Nic::msg_append(Connection *c, TxMsg *m)
         c->head = m;
     }
     c->tail = m;
-    activate(c);
+    activate_now(c);   // answers the responder creates go out in the receive's progress call
 }
 
 unsigned Nic::requester_take()

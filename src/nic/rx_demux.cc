@@ -138,7 +138,7 @@ void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHea
     if (psn_before(psn, c->expected_psn)) {
         count(SRCNIC_CNT_DUPLICATES);
         c->ack_pending = c->ack_now = true;
-        activate(c);
+        activate_now(c);
         buf_free(buf);
         return;
     }
@@ -164,7 +164,7 @@ void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHea
             c->ack_since_ns = now();
         }
         c->ack_pending = c->ack_now = true;
-        activate(c);
+        activate_now(c);
         return;
     }
     rx_deliver(c, buf, len, h);
@@ -225,7 +225,12 @@ void Nic::rx_deliver(Connection *c, int32_t buf, uint32_t len, const PacketHeade
     if (h.flags & kFlagAckReq) {
         c->ack_next = true;
     }
-    activate(c);
+    // A stream's receiver acknowledges every window / 4 packets at once (tx_schedule).
+    if (c->unacked_rx >= config_.window / 4) {
+        activate_now(c);
+    } else {
+        activate(c);
+    }
 }
 
 void Nic::rx_control(Connection *c, const PacketHeader &h)
@@ -303,7 +308,12 @@ void Nic::apply_ack(Connection *c, uint32_t ack_psn)
         m->acked = true;
     }
     complete_in_order(c);
-    activate(c);
+    // The window moved: data waiting for it goes now.
+    if (psn_before(c->send_psn, c->next_psn)) {
+        activate_now(c);
+    } else {
+        activate(c);
+    }
 }
 
 void Nic::note_sack(Connection *c, const PacketHeader &h)

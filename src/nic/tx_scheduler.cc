@@ -325,7 +325,7 @@ void Nic::start_resend(Connection *c, uint32_t from, uint32_t end)
         c->resend_psn = from;
         c->resend_end = end;
     }
-    activate(c);
+    activate_now(c);
 }
 
 unsigned Nic::tx_schedule(uint64_t now, bool after_rx)

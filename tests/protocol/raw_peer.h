@@ -272,6 +272,34 @@ protected:
         return got;
     }
 
+    // Progresses the Nic until the call in which it has taken n more datagrams (watchdog 5 s)
+    // and returns what it emitted up to the end of that call, nothing of a later one: what a
+    // receive must send at once goes out in the progress call that received it.
+    std::vector<Packet> progress_until_received(uint64_t n)
+    {
+        const uint64_t target = nic_->counter(SRCNIC_CNT_RX_PACKETS) + n;
+        std::vector<Packet> got = std::move(pending_);
+        pending_.clear();
+        const uint64_t deadline = now_ns() + 5 * kNsPerSec;
+        while (nic_->counter(SRCNIC_CNT_RX_PACKETS) < target && now_ns() < deadline) {
+            nic_->progress();
+            for (Packet &p : peer_->receive()) {
+                got.push_back(std::move(p));
+            }
+        }
+        EXPECT_GE(nic_->counter(SRCNIC_CNT_RX_PACKETS), target) << "watchdog: not received";
+        return got;
+    }
+
+    static size_t count_op(const std::vector<Packet> &packets, Opcode op)
+    {
+        size_t n = 0;
+        for (const Packet &p : packets) {
+            n += p.h.opcode == static_cast<uint8_t>(op) ? 1 : 0;
+        }
+        return n;
+    }
+
     // Progresses the Nic until qp has a completion (true, *cqe set) or the watchdog expires.
     bool await_cqe(Qp *qp, srcnic_cqe_t *cqe, double seconds = 5.0)
     {

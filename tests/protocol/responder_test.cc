@@ -444,6 +444,20 @@ TEST_F(Responder, respond_read__answers_with_read_resp_packets)
     EXPECT_EQ(std::vector<uint8_t>(mem->begin() + 100, mem->begin() + 2100), got);
 }
 
+TEST_F(Responder, respond_read__answer_goes_in_the_call_that_received_the_request)
+{
+    std::vector<uint8_t> *mem;
+    srcnic_mr_t *mr = region(SRCNIC_ACCESS_REMOTE_READ, &mem);
+    // receive READ_REQ psn 2 of 64 bytes / expect its READ_RESP from that very call
+    PacketHeader h = request(Opcode::kREAD_REQ, 2);
+    h.addr = reinterpret_cast<uint64_t>(mem->data());
+    h.rkey = mr->rkey;
+    h.msg_len = 64;
+    peer_->send(h);
+    const std::vector<Packet> out = progress_until_received(1);
+    ASSERT_EQ(1u, count_op(out, Opcode::kREAD_RESP));
+}
+
 TEST_F(Responder, respond_read__zero_bytes_is_one_empty_read_resp)
 {
     std::vector<uint8_t> *mem;

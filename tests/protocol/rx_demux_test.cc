@@ -413,6 +413,55 @@ TEST_F(RxDemux, rx_deliver__ack_req_rides_on_a_reply_posted_before_the_next_call
     EXPECT_EQ(3u, out[0].h.ack_psn);
 }
 
+// --- what a receive sends in the progress call that received it ---
+// (The pass that sends it runs only when the receive made something urgent; these fail if
+// a case waits for the next call.)
+
+TEST_F(RxDemux, rx_sequenced__duplicate_is_acked_in_the_call_that_received_it)
+{
+    open_connection();
+    // receive SEND psn 1 again / expect an ACK of 2 from that very call
+    PacketHeader h = peer_->header(Opcode::kSEND, 1, kFlagFirst | kFlagLast);
+    h.dst_qpn = qp_->qpn();
+    peer_->send(h);
+    const std::vector<Packet> out = progress_until_received(1);
+    ASSERT_EQ(1u, count_op(out, Opcode::kACK));
+    EXPECT_EQ(2u, out.back().h.ack_psn);
+}
+
+TEST_F(RxDemux, rx_sequenced__gap_is_reported_in_the_call_that_received_it)
+{
+    open_connection();
+    post_buffer(2, 64);
+    // receive SEND psn 3 (psn 2 missing) / expect an ACK of 2 with psn 3 selectively acked
+    PacketHeader h = peer_->header(Opcode::kSEND, 3, kFlagFirst | kFlagLast);
+    h.dst_qpn = qp_->qpn();
+    peer_->send(h);
+    const std::vector<Packet> out = progress_until_received(1);
+    ASSERT_EQ(1u, count_op(out, Opcode::kACK));
+    EXPECT_EQ(2u, out.back().h.ack_psn);
+    EXPECT_EQ(1u, out.back().h.sack);
+}
+
+TEST_F(RxDemux, rx_deliver__a_quarter_window_is_acked_in_the_call_that_completes_it)
+{
+    open_connection();
+    // receive SENDs psn 2 .. 1 + window/4 without ACK_REQ / expect an ACK of the last from the
+    // call that delivered it (a stream's sender must not wait for it)
+    constexpr uint32_t kQuarter = kWindow / 4;
+    for (uint32_t i = 0; i < kQuarter; ++i) {
+        post_buffer(2 + i, 64);
+    }
+    for (uint32_t i = 0; i < kQuarter; ++i) {
+        PacketHeader h = peer_->header(Opcode::kSEND, 2 + i, kFlagFirst | kFlagLast);
+        h.dst_qpn = qp_->qpn();
+        peer_->send(h);
+    }
+    const std::vector<Packet> out = progress_until_received(kQuarter);
+    ASSERT_EQ(1u, count_op(out, Opcode::kACK));
+    EXPECT_EQ(2 + kQuarter, out.back().h.ack_psn);
+}
+
 // --- §5.6 restarts and resets ---
 
 TEST_F(RxDemux, rx_datagram__syn_from_new_incarnation_replaces_connection)

@@ -225,6 +225,21 @@ TEST_F(TxSchedulerSlowRto, tx_schedule__window_limits_packets_in_flight)
     EXPECT_EQ(SRCNIC_OK, cqe.status);
 }
 
+TEST_F(TxSchedulerSlowRto, apply_ack__data_let_into_the_window_goes_in_the_same_call)
+{
+    // post a SEND of 20 packets (window 16) / psn 1..16 go out
+    post_send(1, 20 * kSegPayload);
+    std::vector<Packet> out = run_for(3000);
+    ASSERT_EQ(kWindow, out.size());
+    peer_->nic_conn(out[0].h.src_conn);
+    // receive ACK of psn 1..4 / expect psn 17..20 from the call that received it
+    ack_nic(5, 1);
+    out = progress_until_received(1);
+    ASSERT_EQ(4u, out.size());
+    EXPECT_EQ(17u, out[0].h.psn);
+    EXPECT_EQ(20u, out[3].h.psn);
+}
+
 TEST_F(TxSchedulerSlowRto, rx_control__rnr_nak_resends_refused_psn_after_delay)
 {
     Counters before(*nic_);
