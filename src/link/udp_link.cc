@@ -791,13 +791,12 @@ const LinkStats &UdpLink::stats() const
     return stats_;
 }
 
-void UdpLink::take_source(const Sock &sock, uint32_t i, LinkAddr *out) const
+void UdpLink::take_source(const Sock &sock, const SockAddr &name, LinkAddr *out) const
 {
     if (sock.peer.family != 0) {
         *out = sock.peer;
         return;
     }
-    const SockAddr &name = rx_names_[i];
     *out = LinkAddr();
     out->family = family_;
     if (family_ == AF_INET) {
@@ -810,69 +809,28 @@ void UdpLink::take_source(const Sock &sock, uint32_t i, LinkAddr *out) const
     }
 }
 
-// receive_batch, rx_from and rx_quiet are always inlined into rx_burst: the return predictions
-// after a receive system call are wrong, and each frame between the call and rx_burst's caller
-// costs a mispredicted return (about 8 ns here).
-__attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uint32_t m)
+__attribute__((always_inline)) inline void UdpLink::note_received(Sock &sock, uint32_t m, int got)
 {
-    // The kernel writes back the name and control lengths of the headers it fills, only
-    // those: reset just what the previous call used (an empty poll touches no header).
-    const uint32_t used = std::min(rx_written_, m);
-    for (uint32_t i = 0; i < used; ++i) {
-        rx_msgs_[i].msg_hdr.msg_namelen = sizeof(SockAddr);
-        rx_msgs_[i].msg_hdr.msg_controllen = kRxControlSize;
-    }
-    rx_written_ = 0;
-    int got;
-    if (m == 1 && !gro_) {
-        // After a poll that found at most one datagram (idle, or a ping-pong), ask for one
-        // with recvfrom (recv on a peer socket, whose source is known): cheaper than recvmsg,
-        // and than recvmmsg, which after a datagram also tries the next. No control message:
-        // drops show with the next batch receive.
-        struct msghdr &hdr = rx_msgs_[0].msg_hdr;
-        socklen_t name_len = sizeof(SockAddr);
-        const ssize_t len =
-            sock.peer.family != 0
-                ? ::recv(sock.fd, hdr.msg_iov[0].iov_base, hdr.msg_iov[0].iov_len,
-                         MSG_DONTWAIT | MSG_TRUNC)
-                : ::recvfrom(sock.fd, hdr.msg_iov[0].iov_base, hdr.msg_iov[0].iov_len,
-                             MSG_DONTWAIT | MSG_TRUNC, &rx_names_[0].sa, &name_len);
-        if (len >= 0) {
-            rx_msgs_[0].msg_len = static_cast<unsigned int>(len);
-            hdr.msg_flags = 0;       // a longer datagram shows as a length over the slot's
-            hdr.msg_controllen = 0;  // no control message was asked for
+    // Two single receives in a row that found a datagram are a stream: batch the next call (a
+    // ping-pong finds the queue empty in between); a batch that found at most one goes back to
+    // single receives.
+    sock.single = m == 1 ? !(got == 1 && sock.found) : got <= 1;
+    sock.found = got > 0;
+    if (got > 0) {
+        sock.last_rx_call = rx_calls_;
+        const uint32_t index = static_cast<uint32_t>(&sock - socks_.data());
+        if (index != rx_hot_) {
+            rx_others_last_ = std::max(rx_others_last_, socks_[rx_hot_].last_rx_call);
+            rx_hot_ = index;
         }
-        got = len >= 0 ? 1 : -1;
-    } else if (m == 1) {
-        // With aggregates on, recvmsg: an aggregate's segment size comes as a control message.
-        const ssize_t len = ::recvmsg(sock.fd, &rx_msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
-        if (len >= 0) {
-            rx_msgs_[0].msg_len = static_cast<unsigned int>(len);
+        if (sock.peer.family != 0) {
+            rx_peer_datagrams_ += static_cast<uint32_t>(got);
         }
-        got = len >= 0 ? 1 : -1;
-    } else {
-        got = ::recvmmsg(sock.fd, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
     }
-    if (got >= 0) {
-        rx_written_ = static_cast<uint32_t>(got);
-        // Two single receives in a row that found a datagram are a stream: batch the next
-        // call (a ping-pong finds the queue empty in between); a batch that found at most one
-        // goes back to single receives.
-        sock.single = m == 1 ? !(got == 1 && sock.found) : got <= 1;
-        sock.found = got > 0;
-        if (got > 0) {
-            sock.last_rx_call = rx_calls_;
-            const uint32_t index = static_cast<uint32_t>(&sock - socks_.data());
-            if (index != rx_hot_) {
-                rx_others_last_ = std::max(rx_others_last_, socks_[rx_hot_].last_rx_call);
-                rx_hot_ = index;
-            }
-            if (sock.peer.family != 0) {
-                rx_peer_datagrams_ += static_cast<uint32_t>(got);
-            }
-        }
-        return got;
-    }
+}
+
+__attribute__((always_inline)) inline int UdpLink::receive_failed(Sock &sock)
+{
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
         sock.single = true;   // nothing queued: the next poll asks for one datagram again
         sock.found = false;
@@ -885,6 +843,78 @@ __attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uin
         link_log_error("udp link %s: receive failed: %m", local_addr_.to_string().c_str());
     }
     return -1;
+}
+
+// rx_one, receive_batch, rx_from and rx_quiet are always inlined into rx_burst: the return
+// predictions after a receive system call are wrong, and each frame between the call and
+// rx_burst's caller costs a mispredicted return (about 8 ns here).
+__attribute__((always_inline)) inline uint32_t UdpLink::rx_one(Sock &sock, RxDatagram &slot)
+{
+    // After a poll that found at most one datagram (idle, or a ping-pong), one datagram with
+    // recvfrom (recv on a peer socket, whose source is known): cheaper than recvmsg, and than
+    // recvmmsg, which after a datagram also tries the next. No control message: drops show
+    // with the next batch receive.
+    for (uint32_t errors = 0; errors < kMaxRxErrorsPerBurst; ++errors) {
+        SockAddr name;
+        socklen_t name_len = sizeof(name);
+        const ssize_t len =
+            sock.peer.family != 0
+                ? ::recv(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC)
+                : ::recvfrom(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC,
+                             &name.sa, &name_len);
+        if (len < 0) {
+            if (receive_failed(sock) == 0) {
+                return 0;
+            }
+            continue;
+        }
+        note_received(sock, 1, 1);
+        if (static_cast<size_t>(len) > slot.capacity) {
+            ++stats_.rx_oversize;
+            if (rx_log_.allow()) {
+                link_log_error("udp link %s: dropping a %zd-byte datagram: longer than the "
+                               "receive slot (%u bytes)", local_addr_.to_string().c_str(), len,
+                               slot.capacity);
+            }
+            return 0;
+        }
+        slot.len = static_cast<uint32_t>(len);
+        take_source(sock, name, &slot.src);
+        ++stats_.rx_datagrams;
+        stats_.rx_bytes += static_cast<uint64_t>(len);
+        return 1;
+    }
+    return 0;
+}
+
+__attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uint32_t m)
+{
+    // The kernel writes back the name and control lengths of the headers it fills, only
+    // those: reset just what the previous call used (an empty poll touches no header).
+    const uint32_t used = std::min(rx_written_, m);
+    for (uint32_t i = 0; i < used; ++i) {
+        rx_msgs_[i].msg_hdr.msg_namelen = sizeof(SockAddr);
+        rx_msgs_[i].msg_hdr.msg_controllen = kRxControlSize;
+    }
+    rx_written_ = 0;
+    int got;
+    if (m == 1) {
+        // With aggregates on, recvmsg: an aggregate's segment size comes as a control message.
+        // (Without them a single receive is rx_one.)
+        const ssize_t len = ::recvmsg(sock.fd, &rx_msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
+        if (len >= 0) {
+            rx_msgs_[0].msg_len = static_cast<unsigned int>(len);
+        }
+        got = len >= 0 ? 1 : -1;
+    } else {
+        got = ::recvmmsg(sock.fd, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
+    }
+    if (got >= 0) {
+        rx_written_ = static_cast<uint32_t>(got);
+        note_received(sock, m, got);
+        return got;
+    }
+    return receive_failed(sock);
 }
 
 uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
@@ -945,10 +975,13 @@ __attribute__((always_inline)) inline uint32_t UdpLink::rx_from(uint32_t index, 
         return rx_gro_from(index, slots, n);
     }
     Sock &sock = socks_[index];
+    if (sock.single) {
+        return rx_one(sock, slots[0]);
+    }
     uint32_t filled = 0;
     uint32_t errors = 0;
     while (filled < n) {
-        // One datagram while receives are single (see receive_batch), else a batch.
+        // A batch (single receives are rx_one's); one datagram when one slot is left.
         const uint32_t m = sock.single ? 1 : std::min(n - filled, batch_size_);
         // The pointers into rx_names_, rx_iov_ and rx_control_ never change (set in init);
         // the caller's slots usually do not either (the Nic keeps its slots posted), so most

@@ -322,13 +322,26 @@ private:
     static uint32_t gro_segment(const struct msghdr &hdr);
     // Fills received datagram fields of `out` from receive header i's source address (for a
     // peer socket: its peer).
-    void take_source(const Sock &sock, uint32_t i, LinkAddr *out) const;
+    void take_source(const Sock &sock, uint32_t i, LinkAddr *out) const
+    {
+        take_source(sock, rx_names_[i], out);
+    }
+    // The same from a source address `name` (ignored for a peer socket).
+    void take_source(const Sock &sock, const SockAddr &name, LinkAddr *out) const;
     // rx_from with receive aggregation: stage aggregates from socket i, copy datagrams out.
     uint32_t rx_gro_from(uint32_t index, RxDatagram *slots, uint32_t n);
     // One receive of up to m datagrams from socket `sock` into headers [0, m) (already pointed
     // at buffers); returns how many were received, 0 if none is queued, -1 on a hard error
     // (counted).
     inline int receive_batch(Sock &sock, uint32_t m);
+    // One datagram from `sock` straight into `slot` (a single receive without aggregation: no
+    // receive header); 1 if the slot was filled, else 0 (nothing queued, hard errors counted,
+    // an oversize datagram dropped and counted).
+    inline uint32_t rx_one(Sock &sock, RxDatagram &slot);
+    // What a receive of up to m datagrams that returned `got` (>= 0) tells about the socket.
+    inline void note_received(Sock &sock, uint32_t m, int got);
+    // A receive failed (errno): 0 if nothing was queued, -1 for a hard error (counted, logged).
+    inline int receive_failed(Sock &sock);
 
     // A staged aggregate: bytes [off, end) of staging buffer `buf` remain, in datagrams of
     // `seg` bytes (the last may be shorter).
