@@ -122,23 +122,36 @@ private:
 constexpr size_t kLongBlock = 4096;   // bytes per stream, per round of 3 * kLongBlock
 constexpr size_t kShortBlock = 256;   // bytes per stream, per round of 3 * kShortBlock
 
-template <size_t kBlock>
-__attribute__((target("sse4.2"))) inline uint64_t crc32c_hw_3way(uint64_t reg, const uint8_t *p,
-                                                                const ZeroShift &shift)
+// The registers of three consecutive blocks of `block` bytes (a multiple of 8) at p, their
+// chains interleaved: reg[0] continues from its value, reg[1] and reg[2] start at 0.
+__attribute__((target("sse4.2"))) inline void crc32c_hw_3chains(uint64_t reg[3], const uint8_t *p,
+                                                               size_t block)
 {
+    uint64_t reg0 = reg[0];
     uint64_t reg1 = 0;
     uint64_t reg2 = 0;
-    for (size_t i = 0; i < kBlock; i += 8) {
+    for (size_t i = 0; i < block; i += 8) {
         uint64_t w0, w1, w2;
         std::memcpy(&w0, p + i, sizeof(w0));
-        std::memcpy(&w1, p + kBlock + i, sizeof(w1));
-        std::memcpy(&w2, p + 2 * kBlock + i, sizeof(w2));
-        reg = _mm_crc32_u64(reg, w0);
+        std::memcpy(&w1, p + block + i, sizeof(w1));
+        std::memcpy(&w2, p + 2 * block + i, sizeof(w2));
+        reg0 = _mm_crc32_u64(reg0, w0);
         reg1 = _mm_crc32_u64(reg1, w1);
         reg2 = _mm_crc32_u64(reg2, w2);
     }
-    const uint32_t joined = shift(static_cast<uint32_t>(reg)) ^ static_cast<uint32_t>(reg1);
-    return shift(joined) ^ static_cast<uint32_t>(reg2);
+    reg[0] = reg0;
+    reg[1] = reg1;
+    reg[2] = reg2;
+}
+
+template <size_t kBlock>
+__attribute__((target("sse4.2"))) inline uint64_t crc32c_hw_3way(uint64_t reg0, const uint8_t *p,
+                                                                const ZeroShift &shift)
+{
+    uint64_t reg[3] = {reg0, 0, 0};
+    crc32c_hw_3chains(reg, p, kBlock);
+    const uint32_t joined = shift(static_cast<uint32_t>(reg[0])) ^ static_cast<uint32_t>(reg[1]);
+    return shift(joined) ^ static_cast<uint32_t>(reg[2]);
 }
 
 // Below three short blocks: one chain of crc32 instructions, four words a round. A packet
@@ -255,21 +268,11 @@ __attribute__((target("sse4.2,pclmul"))) uint32_t crc32c_hwc_raw(uint32_t reg, c
         return crc32c_hw_raw(reg, p, len);
     }
     const size_t b = len / 24 * 8;
-    uint64_t reg0 = reg;
-    uint64_t reg1 = 0;
-    uint64_t reg2 = 0;
-    for (size_t i = 0; i < b; i += 8) {
-        uint64_t w0, w1, w2;
-        std::memcpy(&w0, p + i, sizeof(w0));
-        std::memcpy(&w1, p + b + i, sizeof(w1));
-        std::memcpy(&w2, p + 2 * b + i, sizeof(w2));
-        reg0 = _mm_crc32_u64(reg0, w0);
-        reg1 = _mm_crc32_u64(reg1, w1);
-        reg2 = _mm_crc32_u64(reg2, w2);
-    }
-    const uint32_t joined = shift_zeros(static_cast<uint32_t>(reg0), kZeroShift.k[2 * b / 8]) ^
-                            shift_zeros(static_cast<uint32_t>(reg1), kZeroShift.k[b / 8]) ^
-                            static_cast<uint32_t>(reg2);
+    uint64_t r[3] = {reg, 0, 0};
+    crc32c_hw_3chains(r, p, b);
+    const uint32_t joined = shift_zeros(static_cast<uint32_t>(r[0]), kZeroShift.k[2 * b / 8]) ^
+                            shift_zeros(static_cast<uint32_t>(r[1]), kZeroShift.k[b / 8]) ^
+                            static_cast<uint32_t>(r[2]);
     return crc32c_hw_small(joined, p + 3 * b, len - 3 * b);
 }
 #endif

@@ -47,6 +47,18 @@ protected:
         return mr;
     }
 
+    // Registers a readable region and sends READ_REQ psn for its first len bytes.
+    void read_from_new_region(uint32_t psn, uint32_t len)
+    {
+        std::vector<uint8_t> *mem;
+        srcnic_mr_t *mr = region(SRCNIC_ACCESS_REMOTE_READ, &mem);
+        PacketHeader h = request(Opcode::kREAD_REQ, psn);
+        h.addr = reinterpret_cast<uint64_t>(mem->data());
+        h.rkey = mr->rkey;
+        h.msg_len = len;
+        peer_->send(h);
+    }
+
     // Awaits the ERR_RESP answering req_psn; checks every packet before it (and it) leaves
     // req_psn unacknowledged (§5.4).
     void await_error(uint32_t req_psn, srcnic_status_t status, Packet *err)
@@ -446,27 +458,16 @@ TEST_F(Responder, respond_read__answers_with_read_resp_packets)
 
 TEST_F(Responder, respond_read__answer_goes_in_the_call_that_received_the_request)
 {
-    std::vector<uint8_t> *mem;
-    srcnic_mr_t *mr = region(SRCNIC_ACCESS_REMOTE_READ, &mem);
     // receive READ_REQ psn 2 of 64 bytes / expect its READ_RESP from that very call
-    PacketHeader h = request(Opcode::kREAD_REQ, 2);
-    h.addr = reinterpret_cast<uint64_t>(mem->data());
-    h.rkey = mr->rkey;
-    h.msg_len = 64;
-    peer_->send(h);
+    read_from_new_region(2, 64);
     const std::vector<Packet> out = progress_until_received(1);
     ASSERT_EQ(1u, count_op(out, Opcode::kREAD_RESP));
 }
 
 TEST_F(Responder, respond_read__zero_bytes_is_one_empty_read_resp)
 {
-    std::vector<uint8_t> *mem;
-    srcnic_mr_t *mr = region(SRCNIC_ACCESS_REMOTE_READ, &mem);
     // receive READ_REQ psn 2 of 0 bytes / expect one READ_RESP FIRST|LAST, no payload
-    PacketHeader h = request(Opcode::kREAD_REQ, 2);
-    h.addr = reinterpret_cast<uint64_t>(mem->data());
-    h.rkey = mr->rkey;
-    peer_->send(h);
+    read_from_new_region(2, 0);
     Packet r;
     ASSERT_TRUE(await_op(Opcode::kREAD_RESP, &r));
     EXPECT_EQ(2u, r.h.req_psn);

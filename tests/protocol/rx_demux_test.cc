@@ -51,6 +51,14 @@ protected:
         ASSERT_EQ(SRCNIC_OP_RECV, cqe.opcode);
     }
 
+    // The raw peer sends an empty one-packet SEND of psn to qp_ (no ACK_REQ).
+    void send_one_packet(uint32_t psn)
+    {
+        PacketHeader h = peer_->header(Opcode::kSEND, psn, kFlagFirst | kFlagLast);
+        h.dst_qpn = qp_->qpn();
+        peer_->send(h);
+    }
+
     void SetUp() override
     {
         ProtocolTest::SetUp();
@@ -421,9 +429,7 @@ TEST_F(RxDemux, rx_sequenced__duplicate_is_acked_in_the_call_that_received_it)
 {
     open_connection();
     // receive SEND psn 1 again / expect an ACK of 2 from that very call
-    PacketHeader h = peer_->header(Opcode::kSEND, 1, kFlagFirst | kFlagLast);
-    h.dst_qpn = qp_->qpn();
-    peer_->send(h);
+    send_one_packet(1);
     const std::vector<Packet> out = progress_until_received(1);
     ASSERT_EQ(1u, count_op(out, Opcode::kACK));
     EXPECT_EQ(2u, out.back().h.ack_psn);
@@ -434,9 +440,7 @@ TEST_F(RxDemux, rx_sequenced__gap_is_reported_in_the_call_that_received_it)
     open_connection();
     post_buffer(2, 64);
     // receive SEND psn 3 (psn 2 missing) / expect an ACK of 2 with psn 3 selectively acked
-    PacketHeader h = peer_->header(Opcode::kSEND, 3, kFlagFirst | kFlagLast);
-    h.dst_qpn = qp_->qpn();
-    peer_->send(h);
+    send_one_packet(3);
     const std::vector<Packet> out = progress_until_received(1);
     ASSERT_EQ(1u, count_op(out, Opcode::kACK));
     EXPECT_EQ(2u, out.back().h.ack_psn);
@@ -453,9 +457,7 @@ TEST_F(RxDemux, rx_deliver__a_quarter_window_is_acked_in_the_call_that_completes
         post_buffer(2 + i, 64);
     }
     for (uint32_t i = 0; i < kQuarter; ++i) {
-        PacketHeader h = peer_->header(Opcode::kSEND, 2 + i, kFlagFirst | kFlagLast);
-        h.dst_qpn = qp_->qpn();
-        peer_->send(h);
+        send_one_packet(2 + i);
     }
     const std::vector<Packet> out = progress_until_received(kQuarter);
     ASSERT_EQ(1u, count_op(out, Opcode::kACK));

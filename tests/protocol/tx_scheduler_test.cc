@@ -31,6 +31,20 @@ protected:
         ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
     }
 
+    // Posts a SEND of 20 packets (window 16) / expects psn 1..16 out, then nothing; learns the
+    // Nic's connection id.
+    void fill_window()
+    {
+        post_send(1, 20 * kSegPayload);
+        std::vector<Packet> out = run_for(3000);
+        ASSERT_EQ(kWindow, out.size());
+        for (uint32_t i = 0; i < kWindow; ++i) {
+            EXPECT_EQ(1 + i, out[i].h.psn);
+            EXPECT_EQ(i * kSegPayload, out[i].h.addr);
+        }
+        peer_->nic_conn(out[0].h.src_conn);
+    }
+
     srcnic_dest_t dest_{};
     std::vector<std::vector<uint8_t>> sends_;   // payloads of posted SENDs
 };
@@ -203,17 +217,10 @@ TEST_F(TxSchedulerFewRetries, check_timers__retry_count_exhausted_fails_with_end
 TEST_F(TxSchedulerSlowRto, tx_schedule__window_limits_packets_in_flight)
 {
     // post a SEND of 20 packets (window 16) / expect psn 1..16, then nothing
-    post_send(1, 20 * kSegPayload);
-    std::vector<Packet> out = run_for(3000);
-    ASSERT_EQ(kWindow, out.size());
-    for (uint32_t i = 0; i < kWindow; ++i) {
-        EXPECT_EQ(1 + i, out[i].h.psn);
-        EXPECT_EQ(i * kSegPayload, out[i].h.addr);
-    }
-    peer_->nic_conn(out[0].h.src_conn);
+    ASSERT_NO_FATAL_FAILURE(fill_window());
     // receive ACK of psn 1..8 / expect psn 17..20, the rest of the message
     ack_nic(9, 1);
-    out = run_for(3000);
+    std::vector<Packet> out = run_for(3000);
     ASSERT_EQ(4u, out.size());
     EXPECT_EQ(17u, out[0].h.psn);
     EXPECT_EQ(20u, out[3].h.psn);
@@ -228,13 +235,10 @@ TEST_F(TxSchedulerSlowRto, tx_schedule__window_limits_packets_in_flight)
 TEST_F(TxSchedulerSlowRto, apply_ack__data_let_into_the_window_goes_in_the_same_call)
 {
     // post a SEND of 20 packets (window 16) / psn 1..16 go out
-    post_send(1, 20 * kSegPayload);
-    std::vector<Packet> out = run_for(3000);
-    ASSERT_EQ(kWindow, out.size());
-    peer_->nic_conn(out[0].h.src_conn);
+    ASSERT_NO_FATAL_FAILURE(fill_window());
     // receive ACK of psn 1..4 / expect psn 17..20 from the call that received it
     ack_nic(5, 1);
-    out = progress_until_received(1);
+    const std::vector<Packet> out = progress_until_received(1);
     ASSERT_EQ(4u, out.size());
     EXPECT_EQ(17u, out[0].h.psn);
     EXPECT_EQ(20u, out[3].h.psn);

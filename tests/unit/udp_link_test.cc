@@ -1203,13 +1203,19 @@ std::vector<LinkAddr> burst_sources(Link &link, uint32_t nslots)
     return out;
 }
 
+// a sends peer enough datagrams for a socket of its own (peer takes them all).
+void give_peer_socket(Link &a, Link &peer, uint64_t seed)
+{
+    const auto warm = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 16), seed);
+    ASSERT_EQ(warm.size(), send_all(a, warm, peer.local_addr()));
+    expect_from(peer, warm, a.local_addr());
+}
+
 // a gets a peer socket for each of b and d, and each of them has returned a datagram.
 void two_active_peer_sockets(Link &a, Link &b, Link &d)
 {
-    const auto warm = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 16), 35);
     for (Link *peer : {&b, &d}) {
-        ASSERT_EQ(warm.size(), send_all(a, warm, peer->local_addr()));
-        expect_from(*peer, warm, a.local_addr());
+        ASSERT_NO_FATAL_FAILURE(give_peer_socket(a, *peer, 35));
     }
     ASSERT_EQ(2u, as_udp(a).peer_sockets());
     const auto one = make_payloads({16}, 36);
@@ -1252,9 +1258,7 @@ TEST(UdpLink, peer_sockets__a_quiet_socket_is_polled_beside_one_busy_peer)
     std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
     std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
     ASSERT_TRUE(a && b && c);
-    const auto warm = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 16), 38);
-    ASSERT_EQ(warm.size(), send_all(*a, warm, b->local_addr()));
-    expect_from(*b, warm, a->local_addr());
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *b, 38));
     ASSERT_EQ(1u, as_udp(*a).peer_sockets());
     const auto one = make_payloads({16}, 39);
     ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
