@@ -7,6 +7,25 @@
 
 namespace srcnic {
 
+namespace {
+
+// The status an error answer reports: one a responder refuses a request with (PROTOCOL.md §3);
+// anything else (success, an unknown value: a broken or forged peer) completes the request as
+// an I/O error, never as a success without its data.
+int16_t answer_status(uint32_t imm)
+{
+    switch (static_cast<int32_t>(imm)) {
+    case SRCNIC_ERR_UNREACHABLE:
+    case SRCNIC_ERR_MESSAGE_TRUNCATED:
+    case SRCNIC_ERR_REMOTE_ACCESS:
+        return static_cast<int16_t>(static_cast<int32_t>(imm));
+    default:
+        return SRCNIC_ERR_IO_ERROR;
+    }
+}
+
+} // namespace
+
 TxMsg *Nic::find_request(Connection *c, uint32_t req_psn)
 {
     for (TxMsg *m = c->head; m != nullptr; m = m->next) {
@@ -29,7 +48,7 @@ void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *p
     }
     if (h.opcode == static_cast<uint8_t>(Opcode::kERR_RESP)) {
         if (!m->cancelled) {
-            m->status = static_cast<int16_t>(static_cast<int32_t>(h.imm));
+            m->status = answer_status(h.imm);
             m->answered = true;
         }
         complete_in_order(c);

@@ -133,6 +133,28 @@ TEST_F(Completer, complete_answer__err_resp_completes_request_with_its_status)
     EXPECT_EQ(SRCNIC_ERR_UNREACHABLE, cqe.status);
 }
 
+TEST_F(Completer, complete_answer__err_resp_with_success_or_unknown_status_is_an_io_error)
+{
+    // receive ERR_RESP for a SEND with status OK, then for another with an unknown status
+    // (a broken or forged peer) / expect both completed IO_ERROR, never OK
+    std::vector<uint8_t> data = pattern(10, 1);
+    post(make_send(dest_, 1, data.data(), 10), 1);
+    post(make_send(dest_, 2, data.data(), 10), 2);
+    const uint32_t statuses[] = {static_cast<uint32_t>(SRCNIC_OK), 3072u};
+    for (uint32_t i = 0; i < 2; ++i) {
+        PacketHeader h = answer(Opcode::kERR_RESP, 1 + i, 1 + i, kFlagFirst | kFlagLast);
+        h.imm = statuses[i];
+        peer_->send(h);
+    }
+    ack_nic(3, 3);
+    for (uint64_t wr_id = 1; wr_id <= 2; ++wr_id) {
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(await_cqe(qp_, &cqe));
+        EXPECT_EQ(wr_id, cqe.wr_id);
+        EXPECT_EQ(SRCNIC_ERR_IO_ERROR, cqe.status);
+    }
+}
+
 TEST_F(Completer, complete_answer__answer_to_no_request_is_dropped)
 {
     std::vector<uint8_t> data = pattern(10, 1);
