@@ -56,13 +56,12 @@ unsigned Nic::requester_take()
             const srcnic_wqe_t &wqe = sq.front();
             Connection *c = conn_by_id(wqe.dest.peer);
             if (c == nullptr) {
-                srcnic_status_t status = dest_status(wqe.dest);
-                srcnic_cqe_t cqe = {};
-                cqe.wr_id = wqe.wr_id;
-                cqe.status = static_cast<int16_t>(status == SRCNIC_OK ? SRCNIC_ERR_CONNECTION_RESET
-                                                                      : status);
-                cqe.opcode = wqe.opcode;
-                qp->complete(cqe);
+                const srcnic_status_t status = dest_status(wqe.dest);
+                qp->complete(make_cqe(wqe.wr_id,
+                                      static_cast<int16_t>(status == SRCNIC_OK
+                                                               ? SRCNIC_ERR_CONNECTION_RESET
+                                                               : status),
+                                      wqe.opcode, 0));
                 sq.pop();
                 ++taken;
                 continue;
@@ -101,12 +100,7 @@ unsigned Nic::requester_take()
 
 void Nic::complete_request(TxMsg *m)
 {
-    srcnic_cqe_t cqe = {};
-    cqe.wr_id = m->wqe.wr_id;
-    cqe.status = m->status;
-    cqe.opcode = m->wqe.opcode;
-    cqe.byte_len = m->length;
-    m->qp->complete(cqe);
+    m->qp->complete(make_cqe(m->wqe.wr_id, m->status, m->wqe.opcode, m->length));
 }
 
 void Nic::complete_in_order(Connection *c)

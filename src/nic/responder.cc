@@ -84,15 +84,8 @@ bool Nic::respond_send(Connection *c, const PacketHeader &h, const uint8_t *payl
     in.offset += h.payload_len;
     if (h.flags & kFlagLast) {
         if (in.qp != nullptr) {
-            srcnic_cqe_t cqe = {};
-            cqe.wr_id = in.rwqe.wr_id;
-            cqe.status = SRCNIC_OK;
-            cqe.opcode = SRCNIC_OP_RECV;
-            cqe.byte_len = in.offset;
-            cqe.imm = in.imm;
-            cqe.src_qpn = in.src_qpn;
-            cqe.src_peer = c->id;
-            in.qp->complete(cqe);
+            in.qp->complete(make_cqe(in.rwqe.wr_id, SRCNIC_OK, SRCNIC_OP_RECV, in.offset, in.imm,
+                                     in.src_qpn, c->id));
         }
         in = Connection::Inbound();
     }
@@ -204,13 +197,8 @@ void Nic::abort_inbound(Connection *c, srcnic_status_t status)
     Connection::Inbound &in = c->inbound;
     if (in.active && in.opcode == static_cast<uint8_t>(Opcode::kSEND) && in.qp != nullptr) {
         // The buffer goes back to the host with the reason; nothing is delivered.
-        srcnic_cqe_t cqe = {};
-        cqe.wr_id = in.rwqe.wr_id;
-        cqe.status = static_cast<int16_t>(status);
-        cqe.opcode = SRCNIC_OP_RECV;
-        cqe.src_qpn = in.src_qpn;
-        cqe.src_peer = c->id;
-        in.qp->complete(cqe);
+        in.qp->complete(make_cqe(in.rwqe.wr_id, static_cast<int16_t>(status), SRCNIC_OP_RECV, 0, 0,
+                                 in.src_qpn, c->id));
     }
     in = Connection::Inbound();
 }

@@ -59,10 +59,10 @@ PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
         }
     }
     PacketHeader *h = &tx_pkts_[tx_count_].h;
-    std::memset(h, 0, sizeof(*h));
-    h->version = kWireVersion;
-    h->job_key = config_.job_key;
-    h->src_nic = addr_.incarnation;
+    // Built whole, which the compiler stores as vector words; a memset of the 96 bytes becomes
+    // `rep stosq` under generic tuning, tens of cycles to start, on every packet.
+    const PacketHeader init{kWireVersion, 0, 0, config_.job_key, addr_.incarnation};
+    *h = init;
     tx_dgrams_[tx_count_].dst = dst;
     tx_iov_[tx_count_][0].iov_base = h;
     tx_iov_[tx_count_][0].iov_len = sizeof(*h);
