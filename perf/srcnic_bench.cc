@@ -714,16 +714,42 @@ public:
     EngineEnd a, b;
 };
 
+// Copies up to SRCNIC_WQE_INLINE_MAX bytes in 8-byte words and a tail: GCC inlines a memcpy it
+// knows to be that short as `rep movsq`, slow to start for the few bytes of a small message.
+void copy_inline(uint8_t *to, const uint8_t *from, uint32_t len)
+{
+    uint32_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t word;
+        std::memcpy(&word, from + i, sizeof(word));
+        std::memcpy(to + i, &word, sizeof(word));
+    }
+    for (; i < len; ++i) {
+        to[i] = from[i];
+    }
+}
+
 srcnic_wqe_t make_wqe(srcnic_opcode_t op, srcnic_dest_t dest, const uint8_t *buf, uint32_t len)
 {
+    // Field by field, as the UCT transport builds its WQEs: a memset of the 176 bytes would be
+    // `rep stos` under generic tuning, tens of cycles to start on every post. The engine reads
+    // the gather list and inline data only as far as num_sge and inline_len say.
     srcnic_wqe_t w;
-    std::memset(&w, 0, sizeof(w));
+    w.wr_id = 0;
     w.opcode = static_cast<uint8_t>(op);
+    w.flags = 0;
+    w.num_sge = 0;
+    w.reserved0 = 0;
+    w.imm = 0;
     w.dest = dest;
+    w.remote_addr = 0;
+    w.rkey = 0;
+    w.inline_len = 0;
+    w.tag = 0;
     if (op == SRCNIC_OP_SEND && len <= SRCNIC_WQE_INLINE_MAX) {
         w.flags = SRCNIC_WQE_FLAG_INLINE;
         w.inline_len = len;
-        std::memcpy(w.u.inline_data, buf, len);
+        copy_inline(w.u.inline_data, buf, len);
     } else {
         w.num_sge = 1;
         w.u.sge[0].addr = reinterpret_cast<uint64_t>(buf);
