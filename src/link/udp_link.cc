@@ -899,8 +899,8 @@ __attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uin
     rx_written_ = 0;
     int got;
     if (m == 1) {
-        // With aggregates on, recvmsg: an aggregate's segment size comes as a control message.
-        // (Without them a single receive is rx_one.)
+        // One header: recvmsg (with aggregates on, an aggregate's segment size comes as a
+        // control message). A single receive without them is rx_one's.
         const ssize_t len = ::recvmsg(sock.fd, &rx_msgs_[0].msg_hdr, MSG_DONTWAIT | MSG_TRUNC);
         if (len >= 0) {
             rx_msgs_[0].msg_len = static_cast<unsigned int>(len);
@@ -981,8 +981,8 @@ __attribute__((always_inline)) inline uint32_t UdpLink::rx_from(uint32_t index, 
     uint32_t filled = 0;
     uint32_t errors = 0;
     while (filled < n) {
-        // A batch (single receives are rx_one's); one datagram when one slot is left.
-        const uint32_t m = sock.single ? 1 : std::min(n - filled, batch_size_);
+        // A batch (single receives are rx_one's, above); one datagram when one slot is left.
+        const uint32_t m = std::min(n - filled, batch_size_);
         // The pointers into rx_names_, rx_iov_ and rx_control_ never change (set in init);
         // the caller's slots usually do not either (the Nic keeps its slots posted), so most
         // calls only reset what the kernel writes back.

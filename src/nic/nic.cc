@@ -243,7 +243,6 @@ unsigned Nic::progress()
     const unsigned got = rx_poll();
     n += got;
     if (got != 0 && (tx_urgent_ || tx_count_ != 0)) {
-        tx_urgent_ = false;
         n += tx_schedule(now(), true);
         tx_flush();
     }
