@@ -1,5 +1,5 @@
-// Test harness for engine tests: Nics over an in-memory loopback fabric (optionally behind a
-// faulty link) or over UDP, a bounded progress loop (watchdog, never a bare sleep), and helpers
+// Test harness for engine tests: Nics over an in-memory loopback fabric or over UDP on 127.0.0.1,
+// each behind a faulty link, a bounded progress loop (watchdog, never a bare sleep), and helpers
 // to post work and collect completions.
 #ifndef SRCNIC_TESTS_LINK_NIC_HARNESS_H
 #define SRCNIC_TESTS_LINK_NIC_HARNESS_H
@@ -7,6 +7,7 @@
 #include "core/clock.h"
 #include "link/faulty_link.h"
 #include "link/loopback_link.h"
+#include "link/udp_link.h"
 #include "nic/nic.h"
 
 #include <gtest/gtest.h>
@@ -46,32 +47,10 @@ inline srcnic_config_t test_config()
     return config;
 }
 
-// A pair (or more) of Nics joined by one loopback fabric, each behind a FaultyLink.
-class LoopbackNics {
+// Nics, each behind a FaultyLink (faults off until set_config), over links a subclass opens.
+class FaultyNics {
 public:
-    explicit LoopbackNics(size_t n, const srcnic_config_t &config = test_config(),
-                          uint32_t mtu = 8192, uint64_t seed = 1)
-    {
-        EXPECT_EQ(SRCNIC_OK, LoopbackFabric::create(mtu, 4096, &fabric_));
-        for (size_t i = 0; i < n; ++i) {
-            add(config, seed + i);
-        }
-    }
-
-    Nic *add(const srcnic_config_t &config, uint64_t seed, uint16_t port = 0)
-    {
-        std::unique_ptr<Link> link;
-        EXPECT_EQ(SRCNIC_OK, fabric_->open_link(port, &link));
-        FaultyLinkConfig fc;
-        fc.seed = seed;
-        std::unique_ptr<FaultyLink> faulty;
-        EXPECT_EQ(SRCNIC_OK, FaultyLink::open(std::move(link), fc, &faulty));
-        faulty_.push_back(faulty.get());
-        std::unique_ptr<Nic> nic;
-        EXPECT_EQ(SRCNIC_OK, Nic::create(config, std::move(faulty), &nic));
-        nics_.push_back(std::move(nic));
-        return nics_.back().get();
-    }
+    virtual ~FaultyNics() = default;
 
     Nic *nic(size_t i) { return nics_[i].get(); }
     FaultyLink *faulty(size_t i) { return faulty_[i]; }
@@ -91,12 +70,66 @@ public:
         nics_[i].reset();
         faulty_[i] = nullptr;
     }
+
+protected:
+    Nic *add_over(std::unique_ptr<Link> link, const srcnic_config_t &config, uint64_t seed)
+    {
+        FaultyLinkConfig fc;
+        fc.seed = seed;
+        std::unique_ptr<FaultyLink> faulty;
+        EXPECT_EQ(SRCNIC_OK, FaultyLink::open(std::move(link), fc, &faulty));
+        faulty_.push_back(faulty.get());
+        std::unique_ptr<Nic> nic;
+        EXPECT_EQ(SRCNIC_OK, Nic::create(config, std::move(faulty), &nic));
+        nics_.push_back(std::move(nic));
+        return nics_.back().get();
+    }
+
+private:
+    std::vector<std::unique_ptr<Nic>> nics_;
+    std::vector<FaultyLink *> faulty_;
+};
+
+// A pair (or more) of Nics joined by one loopback fabric, each behind a FaultyLink.
+class LoopbackNics : public FaultyNics {
+public:
+    explicit LoopbackNics(size_t n, const srcnic_config_t &config = test_config(),
+                          uint32_t mtu = 8192, uint64_t seed = 1)
+    {
+        EXPECT_EQ(SRCNIC_OK, LoopbackFabric::create(mtu, 4096, &fabric_));
+        for (size_t i = 0; i < n; ++i) {
+            add(config, seed + i);
+        }
+    }
+
+    Nic *add(const srcnic_config_t &config, uint64_t seed, uint16_t port = 0)
+    {
+        std::unique_ptr<Link> link;
+        EXPECT_EQ(SRCNIC_OK, fabric_->open_link(port, &link));
+        return add_over(std::move(link), config, seed);
+    }
+
     std::shared_ptr<LoopbackFabric> fabric() { return fabric_; }
 
 private:
     std::shared_ptr<LoopbackFabric> fabric_;
-    std::vector<std::unique_ptr<Nic>> nics_;
-    std::vector<FaultyLink *> faulty_;
+};
+
+// Nics over real UDP sockets on 127.0.0.1 (ephemeral ports), each behind a FaultyLink.
+class UdpNics : public FaultyNics {
+public:
+    explicit UdpNics(size_t n, const srcnic_config_t &config = test_config(), uint64_t seed = 1)
+    {
+        UdpLinkConfig udp;
+        EXPECT_EQ(SRCNIC_OK, LinkAddr::from_ip("127.0.0.1", 0, &udp.bind_addr));
+        udp.sock_buf_size = config.sock_buf;
+        udp.peer_sockets = config.peer_sockets;
+        for (size_t i = 0; i < n; ++i) {
+            std::unique_ptr<Link> link;
+            EXPECT_EQ(SRCNIC_OK, UdpLink::open(udp, &link));
+            add_over(std::move(link), config, seed + i);
+        }
+    }
 };
 
 inline srcnic_wqe_t make_send(srcnic_dest_t dest, uint64_t wr_id, const void *buf, uint32_t len,
