@@ -128,7 +128,8 @@ srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic);
     _(DROP_BAD_RESPONSE,   "drop: response or ack that matches no outstanding request") \
     _(ACCESS_ERRORS,       "remote accesses refused by the memory-region check") \
     _(RECV_TRUNCATED,      "SENDs refused: larger than the posted receive buffer") \
-    _(NO_SUCH_QP,          "requests refused: destination QP does not exist")
+    _(NO_SUCH_QP,          "requests refused: destination QP does not exist") \
+    _(TAIL_PROBES,         "tail-loss probes: a packet resent after two round trips without an ack")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

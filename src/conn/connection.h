@@ -97,6 +97,8 @@ struct alignas(64) Connection {
     uint64_t rnr_until_ns = 0;     // no transmission before this (receiver not ready)
     uint32_t rnr_delay_us = 0;     // current RNR back-off
     uint64_t fast_rtx_ns = 0;      // last fast retransmit, to pace them
+    uint64_t probe_deadline_ns = 0; // tail-loss probe when reached (PROTOCOL.md 5.5); 0 = none
+    bool probe_out = false;        // a probe went out and no ack has advanced since
     uint32_t err_answers_unsent = 0; // error answers not yet transmitted (they hold acks back)
     bool has_deferred_ack = false; // an ACK arrived before the reverse packets it follows
     uint32_t deferred_pos = 0;     //   its stream position
@@ -130,6 +132,15 @@ struct alignas(64) Connection {
     bool in_active = false;        // on the NIC's list of connections with work or timers
 
     bool unacked() const { return acked_psn != send_psn; }
+    // The peer reported holding this PSN (cumulatively or selectively) in its newest ack.
+    bool peer_holds(uint32_t psn) const
+    {
+        if (psn_before(psn, sack_base)) {
+            return true;
+        }
+        const uint32_t off = psn - sack_base - 1;
+        return off < 64 && ((peer_sack >> off) & 1) != 0;
+    }
 };
 
 } // namespace srcnic

@@ -279,6 +279,9 @@ srcnic_status_t Nic::arm()
             return SRCNIC_ERR_BUSY;
         }
         uint64_t next = c->rto_deadline_ns;
+        if (c->probe_deadline_ns != 0 && (next == 0 || c->probe_deadline_ns < next)) {
+            next = c->probe_deadline_ns;
+        }
         if (c->rnr_until_ns != 0 && (next == 0 || c->rnr_until_ns < next)) {
             next = c->rnr_until_ns;
         }
@@ -438,6 +441,17 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
     dest_p->peer = c->id;
     dest_p->qpn = qpn;
     return SRCNIC_OK;
+}
+
+bool Nic::dest_timing(srcnic_dest_t dest, uint32_t *srtt_us, uint32_t *rto_us) const
+{
+    if (dest_status(dest) != SRCNIC_OK) {
+        return false;
+    }
+    const Connection &c = *conns_[dest.peer & 0xffff];
+    *srtt_us = c.srtt_us;
+    *rto_us = c.rto_us;
+    return true;
 }
 
 srcnic_status_t Nic::dest_status(srcnic_dest_t dest) const

@@ -84,6 +84,9 @@ public:
 
     srcnic_status_t dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, srcnic_dest_t *dest_p);
     srcnic_status_t dest_status(srcnic_dest_t dest) const;
+    // The connection of dest: its smoothed round-trip time and current retransmission timeout,
+    // µs (tests; false if the connection is not open).
+    bool dest_timing(srcnic_dest_t dest, uint32_t *srtt_us, uint32_t *rto_us) const;
 
     // A completion was written: wake a waiter that armed the event fd (arm() found nothing
     // pending, so the completion may come from background progress it does not see).
@@ -136,6 +139,8 @@ private:
     void tx_commit(uint32_t iovcnt, Connection *c);
     void tx_flush();
     void check_timers(Connection *c, uint64_t now);
+    void arm_probe(Connection *c, uint64_t now);
+    void send_probe(Connection *c, uint64_t now);
     void start_resend(Connection *c, uint32_t from, uint32_t end);
     void arm_timer();
 
@@ -152,6 +157,7 @@ private:
     void rx_control(Connection *c, const PacketHeader &h);
     void apply_ack(Connection *c, uint32_t ack_psn);
     void note_sack(Connection *c, const PacketHeader &h);
+    void rtt_sample(Connection *c, uint64_t now);
     uint64_t rx_sack(const Connection *c) const;
     int32_t buf_alloc();
     void buf_free(int32_t b);

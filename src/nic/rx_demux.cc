@@ -287,23 +287,12 @@ void Nic::apply_ack(Connection *c, uint32_t ack_psn)
     }
 
     c->retries = 0;
-    if (c->rtt_timing && psn_before(c->rtt_psn, ack_psn)) {
-        // RFC 6298: srtt, rttvar, rto = srtt + 4 rttvar, no lower than the configured rto_us.
-        c->rtt_timing = false;
-        const uint32_t sample = static_cast<uint32_t>(std::min<uint64_t>((now - c->rtt_start_ns) / kNsPerUs, 1u << 30));
-        if (c->srtt_us == 0) {
-            c->srtt_us = std::max(sample, 1u);
-            c->rttvar_us = sample / 2;
-        } else {
-            const uint32_t err = sample > c->srtt_us ? sample - c->srtt_us : c->srtt_us - sample;
-            c->rttvar_us = (3 * c->rttvar_us + err) / 4;
-            c->srtt_us = (7 * c->srtt_us + sample) / 8;
-        }
-    }
     c->rto_us = std::min(std::max(config_.rto_us, c->srtt_us + 4 * c->rttvar_us), config_.rto_max_us);
     c->rnr_delay_us = config_.rnr_delay_us;
     c->progress_ns = now;
     c->rto_deadline_ns = c->unacked() ? now + static_cast<uint64_t>(c->rto_us) * kNsPerUs : 0;
+    c->probe_out = false;
+    arm_probe(c, now);
     for (TxMsg *m = c->head; m != nullptr && !psn_before(ack_psn, m->psn_end()); m = m->next) {
         m->acked = true;
     }
@@ -313,6 +302,22 @@ void Nic::apply_ack(Connection *c, uint32_t ack_psn)
         activate_now(c);
     } else {
         activate(c);
+    }
+}
+
+void Nic::rtt_sample(Connection *c, uint64_t now)
+{
+    // RFC 6298: srtt, rttvar; rto = srtt + 4 rttvar, no lower than the configured rto_us, is
+    // set by apply_ack.
+    c->rtt_timing = false;
+    const uint32_t sample = static_cast<uint32_t>(std::min<uint64_t>((now - c->rtt_start_ns) / kNsPerUs, 1u << 30));
+    if (c->srtt_us == 0) {
+        c->srtt_us = std::max(sample, 1u);
+        c->rttvar_us = sample / 2;
+    } else {
+        const uint32_t err = sample > c->srtt_us ? sample - c->srtt_us : c->srtt_us - sample;
+        c->rttvar_us = (3 * c->rttvar_us + err) / 4;
+        c->srtt_us = (7 * c->srtt_us + sample) / 8;
     }
 }
 
@@ -327,6 +332,12 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
     const uint32_t advanced = h.ack_psn - c->sack_base;
     c->sack_base = h.ack_psn;
     c->peer_sack = h.sack;
+    const bool probing = c->probe_out;   // this ack may answer a tail-loss probe
+    // The round trip of the timed packet ends when the peer first reports it, cumulatively or
+    // selectively: an ack held back by an earlier hole (or by §5.4) would add the repair time.
+    if (c->rtt_timing && c->peer_holds(c->rtt_psn)) {
+        rtt_sample(c, this->now());
+    }
     if (advanced != 0) {
         // The peer is alive and receiving: that is progress for the failure timers, even if
         // the ack cannot complete anything yet.
@@ -344,13 +355,19 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
                 start_resend(c, h.ack_psn, h.ack_psn + std::min(2 * advanced, config_.window));
             }
         }
+        c->probe_out = false;
+        arm_probe(c, now);
     }
     // A gap at the receiver with later packets already there: retransmit the gap now rather
-    // than at the timeout, at most once per quarter timeout.
-    if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) && __builtin_popcountll(h.sack) >= 2) {
+    // than at the timeout, at most once per quarter timeout. Two later packets tell a gap from
+    // reordering; after a tail-loss probe, two round trips of silence already have, and one
+    // suffices (the probe's answer is used once).
+    if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) &&
+        (probing || __builtin_popcountll(h.sack) >= 2)) {
         const uint64_t now = this->now();
-        if (now - c->fast_rtx_ns >= static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4) {
+        if (probing || now - c->fast_rtx_ns >= static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4) {
             c->fast_rtx_ns = now;
+            c->probe_out = false;
             // Resend the holes up to the highest PSN the receiver holds.
             const uint32_t highest = h.ack_psn + 1 + (63 - __builtin_clzll(h.sack));
             start_resend(c, h.ack_psn, highest);

@@ -13,16 +13,6 @@ namespace srcnic {
 
 namespace {
 
-// The peer reported holding this PSN (cumulatively or selectively).
-bool sacked(const Connection *c, uint32_t psn)
-{
-    if (psn_before(psn, c->sack_base)) {
-        return true;
-    }
-    const uint32_t off = psn - c->sack_base - 1;
-    return off < 64 && ((c->peer_sack >> off) & 1) != 0;
-}
-
 // Maps [offset, offset + len) of a WQE's gather list onto iovecs; returns how many were used.
 uint32_t gather(const srcnic_wqe_t &wqe, uint32_t offset, uint32_t len, struct iovec *iov)
 {
@@ -224,6 +214,9 @@ bool Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
     tx_commit(iovcnt, c);
     if (retransmit) {
         count(SRCNIC_CNT_RETRANSMITS);
+        if (c->rtt_timing && psn == c->rtt_psn) {
+            c->rtt_timing = false;   // Karn: an ack of it may answer either transmission
+        }
     }
     return true;
 }
@@ -268,7 +261,16 @@ void Nic::check_timers(Connection *c, uint64_t now)
     }
     if (!c->unacked()) {
         c->rto_deadline_ns = 0;
+        c->probe_deadline_ns = 0;
         return;
+    }
+    if (c->probe_deadline_ns != 0 && now >= c->probe_deadline_ns) {
+        c->probe_deadline_ns = 0;
+        if (c->rnr_until_ns == 0 && !c->recovering &&
+            (c->rto_deadline_ns == 0 || now < c->rto_deadline_ns)) {
+            send_probe(c, now);
+            return;
+        }
     }
     if (c->rto_deadline_ns == 0 || now < c->rto_deadline_ns) {
         return;
@@ -300,6 +302,40 @@ void Nic::check_timers(Connection *c, uint64_t now)
         // A duplicate of the newest packet makes it send a fresh one (§5.3).
         tx_packet(c, c->send_psn - 1, true);
     }
+}
+
+void Nic::arm_probe(Connection *c, uint64_t now)
+{
+    // Two round trips and the receiver's longest acknowledgement delay (§5.3) after the newest
+    // transmission or acknowledgement, once a round trip has been measured; one probe until an
+    // ack advances, none during a timeout's recovery (which probes on its own).
+    if (c->srtt_us == 0 || c->probe_out || c->recovering || !c->unacked()) {
+        c->probe_deadline_ns = 0;
+        return;
+    }
+    c->probe_deadline_ns = now + 2 * static_cast<uint64_t>(c->srtt_us) * kNsPerUs + kAckDelayNs;
+}
+
+void Nic::send_probe(Connection *c, uint64_t now)
+{
+    // The newest packet, with ACK_REQ: if it was lost it is recovered now, not at the
+    // timeout; if it arrived, the duplicate draws an ack whose sack shows the holes before it
+    // (note_sack then resends them). If the peer reported the newest, the loss is earlier:
+    // the oldest packet it lacks goes instead.
+    const uint32_t newest = c->send_psn - 1;
+    uint32_t psn = newest;
+    if (c->peer_holds(newest)) {
+        psn = psn_before(c->acked_psn, c->sack_base) ? c->sack_base : c->acked_psn;
+        while (psn_before(psn, newest) && c->peer_holds(psn)) {
+            ++psn;
+        }
+    }
+    if (!tx_packet(c, psn, true)) {
+        c->probe_deadline_ns = now;   // the link would block: at the next check
+        return;
+    }
+    c->probe_out = true;
+    count(SRCNIC_CNT_TAIL_PROBES);
 }
 
 void Nic::start_resend(Connection *c, uint32_t from, uint32_t end)
@@ -349,7 +385,7 @@ unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                     break;
                 }
                 const uint32_t psn = c->resend_psn++;
-                if (sacked(c, psn)) {
+                if (c->peer_holds(psn)) {
                     continue;
                 }
                 if (!tx_packet(c, psn, true)) {
@@ -358,6 +394,7 @@ unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                 }
                 ++sent;
             }
+            bool new_data = false;
             while (!tx_blocked_ && psn_before(c->send_psn, c->next_psn) &&
                    c->send_psn - c->acked_psn < config_.window &&
                    !psn_before(c->send_psn, c->resend_psn)) {
@@ -384,9 +421,13 @@ unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                 }
                 ++c->send_psn;
                 ++sent;
+                new_data = true;
             }
             if (c->unacked() && c->rto_deadline_ns == 0) {
                 c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
+            }
+            if (new_data) {
+                arm_probe(c, now);
             }
         }
         // An acknowledgement asked for by ACK_REQ waits for the next call's first pass: the

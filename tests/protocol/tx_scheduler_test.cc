@@ -52,11 +52,48 @@ protected:
 // A retransmission timeout long enough that no timer fires while a test looks at one exchange.
 class TxSchedulerSlowRto : public TxScheduler {
 protected:
+    static constexpr uint32_t kSlowRtoUs = 500000;
+
     srcnic_config_t config() override
     {
         srcnic_config_t c = protocol_config();
-        c.rto_us = c.rto_max_us = 500000;
+        c.rto_us = c.rto_max_us = kSlowRtoUs;
         return c;
+    }
+
+    // Posts a SEND of 10 bytes and acknowledges it as soon as it is out: the Nic gets a short
+    // round-trip sample (and learns nothing else). Returns its PSN.
+    uint32_t exchange_one(uint64_t wr_id)
+    {
+        post_send(wr_id, 10);
+        Packet p;
+        EXPECT_TRUE(await_op(Opcode::kSEND, &p));
+        peer_->nic_conn(p.h.src_conn);
+        ack_nic(p.h.psn + 1, 1);
+        srcnic_cqe_t cqe;
+        EXPECT_TRUE(await_cqe(qp_, &cqe));
+        EXPECT_EQ(SRCNIC_OK, cqe.status);
+        return p.h.psn;
+    }
+
+    uint32_t srtt_us()
+    {
+        uint32_t srtt = 0, rto = 0;
+        EXPECT_TRUE(nic_->dest_timing(dest_, &srtt, &rto));
+        return srtt;
+    }
+
+    // Receive / expect: an ACK of everything before ack_psn, then the SENDs wr_ids first..last
+    // completed in order.
+    void ack_and_complete(uint32_t ack_psn, uint64_t first, uint64_t last)
+    {
+        ack_nic(ack_psn, 1);
+        for (uint64_t wr_id = first; wr_id <= last; ++wr_id) {
+            srcnic_cqe_t cqe;
+            ASSERT_TRUE(await_cqe(qp_, &cqe));
+            EXPECT_EQ(wr_id, cqe.wr_id);
+            EXPECT_EQ(SRCNIC_OK, cqe.status);
+        }
     }
 };
 
@@ -427,6 +464,109 @@ TEST_F(TxSchedulerSlowRto, rx_datagram__rst_from_restarted_peer_fails_connection
     EXPECT_EQ(2u, cqe.wr_id);
     EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_FAILED));
+}
+
+TEST_F(TxSchedulerSlowRto, tail_probe__lost_newest_packet_resent_before_the_timeout_once)
+{
+    exchange_one(1);
+    ASSERT_GT(srtt_us(), 0u);
+    Counters before(*nic_);
+    const uint64_t t0 = now_ns();
+    post_send(2, 10);
+    Packet first;
+    ASSERT_TRUE(await_psn(2, &first));
+    // do not acknowledge / expect psn 2 again with ACK_REQ, as a probe two round trips (and
+    // the peer's ack delay) later, not the timeout's retransmission
+    Packet probe;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &probe));
+    EXPECT_LT(now_ns() - t0, kSlowRtoUs * kNsPerUs) << "resent by the timeout, not a probe";
+    EXPECT_EQ(2u, probe.h.psn);
+    EXPECT_NE(0, probe.h.flags & kFlagAckReq);
+    EXPECT_EQ(first.payload, probe.payload);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TAIL_PROBES));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_RETRANSMITS));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    // still no acknowledgement / expect no second probe: one until an ack advances
+    std::vector<Packet> out = run_for(20000);
+    EXPECT_EQ(0u, count_op(out, Opcode::kSEND));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TAIL_PROBES));
+    ack_and_complete(3, 2, 2);
+}
+
+TEST_F(TxSchedulerSlowRto, tail_probe__newest_held_by_peer_resends_oldest_hole_answer_the_rest)
+{
+    exchange_one(1);
+    Counters before(*nic_);
+    for (uint64_t i = 2; i <= 4; ++i) {
+        post_send(i, 10);
+    }
+    Packet p;
+    ASSERT_TRUE(await_psn(4, &p));
+    // receive ACK ack_psn 2 reporting psn 4 alone: one later packet is no gap yet
+    PacketHeader ack = peer_->header(Opcode::kACK, 1, 0);
+    ack.ack_psn = 2;
+    ack.sack = 0x2;   // bit i: psn ack_psn + 1 + i
+    peer_->send(ack);
+    // expect psn 2 as the probe (the peer holds the newest), no fast retransmit, no timeout
+    Packet probe;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &probe));
+    EXPECT_EQ(2u, probe.h.psn);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TAIL_PROBES));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_FAST_RETRANSMITS));
+    // receive the answer, ACK ack_psn 3 reporting psn 4 / expect psn 3 resent at once: after a
+    // probe one later packet shows the gap
+    ack.ack_psn = 3;
+    ack.sack = 0x1;
+    peer_->send(ack);
+    Packet rest;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &rest));
+    EXPECT_EQ(3u, rest.h.psn);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_FAST_RETRANSMITS));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    ack_and_complete(5, 2, 4);
+}
+
+TEST_F(TxSchedulerSlowRto, rtt_sample__when_the_peer_reports_the_packet_not_after_a_hole_is_repaired)
+{
+    exchange_one(1);
+    // psn 2 (timed) and psn 3 go out together; the peer acknowledges psn 2 at once
+    post_send(2, 10);
+    post_send(3, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(3, &p));
+    ack_nic(3, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    // psn 4 (timed) goes out; the peer reports it at once, psn 3 still missing
+    post_send(4, 10);
+    ASSERT_TRUE(await_psn(4, &p));
+    PacketHeader ack = peer_->header(Opcode::kACK, 1, 0);
+    ack.ack_psn = 3;
+    ack.sack = 0x1;
+    peer_->send(ack);
+    // 30 ms pass before the hole is repaired and everything acknowledged
+    run_for(30000);
+    ack_and_complete(5, 3, 4);
+    // expect round-trip samples of the prompt reports only: a sample taken at the cumulative
+    // ack would be 30 ms, and move srtt by 30 / 8 ms
+    EXPECT_LT(srtt_us(), 30000u / 8) << "the repair time went into the round trip";
+}
+
+TEST_F(TxSchedulerSlowRto, rtt_sample__none_from_a_packet_that_was_resent)
+{
+    exchange_one(1);
+    const uint32_t srtt = srtt_us();
+    Counters before(*nic_);
+    post_send(2, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(2, &p));
+    // no acknowledgement until psn 2 was probed (resent) and 30 ms passed
+    ASSERT_TRUE(await_op(Opcode::kSEND, &p));
+    ASSERT_EQ(1u, before.delta(SRCNIC_CNT_TAIL_PROBES));
+    run_for(30000);
+    ack_and_complete(3, 2, 2);
+    // expect no sample (Karn): the ack may answer either transmission
+    EXPECT_EQ(srtt, srtt_us());
 }
 
 } // namespace
