@@ -96,7 +96,8 @@ struct alignas(64) Connection {
                                    // out with nothing unacknowledged before it
     uint64_t rnr_until_ns = 0;     // no transmission before this (receiver not ready)
     uint32_t rnr_delay_us = 0;     // current RNR back-off
-    uint64_t fast_rtx_ns = 0;      // last fast retransmit, to pace them
+    uint64_t fast_rtx_ns = 0;      // last fast retransmit from the cumulative ack, to pace them
+    uint32_t fast_rtx_end = 0;     // end (exclusive) of the holes fast-retransmitted so far
     uint64_t probe_deadline_ns = 0; // tail-loss probe when reached (PROTOCOL.md 5.5); 0 = none
     bool probe_out = false;        // a probe went out and no ack has advanced since
     uint32_t err_answers_unsent = 0; // error answers not yet transmitted (they hold acks back)

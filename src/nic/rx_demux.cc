@@ -358,19 +358,28 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
         c->probe_out = false;
         arm_probe(c, now);
     }
-    // A gap at the receiver with later packets already there: retransmit the gap now rather
-    // than at the timeout, at most once per quarter timeout. Two later packets tell a gap from
+    // A gap at the receiver with later packets already there: retransmit the holes up to the
+    // highest PSN it holds now rather than at the timeout. Two later packets tell a gap from
     // reordering; after a tail-loss probe, two round trips of silence already have, and one
-    // suffices (the probe's answer is used once).
+    // suffices (the probe's answer is used once). Holes already resent are resent again at
+    // most once per quarter timeout (their copies may still be on the way); holes beyond them
+    // are new losses and go at once.
     if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) &&
         (probing || __builtin_popcountll(h.sack) >= 2)) {
         const uint64_t now = this->now();
-        if (probing || now - c->fast_rtx_ns >= static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4) {
-            c->fast_rtx_ns = now;
+        const uint32_t highest = h.ack_psn + 1 + (63 - __builtin_clzll(h.sack));
+        uint32_t from = h.ack_psn;
+        if (!probing && now - c->fast_rtx_ns < static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4 &&
+            psn_before(from, c->fast_rtx_end)) {
+            from = c->fast_rtx_end;
+        }
+        if (psn_before(from, highest)) {
+            if (from == h.ack_psn) {
+                c->fast_rtx_ns = now;
+            }
+            c->fast_rtx_end = highest;
             c->probe_out = false;
-            // Resend the holes up to the highest PSN the receiver holds.
-            const uint32_t highest = h.ack_psn + 1 + (63 - __builtin_clzll(h.sack));
-            start_resend(c, h.ack_psn, highest);
+            start_resend(c, from, highest);
             count(SRCNIC_CNT_FAST_RETRANSMITS);
         }
     }

@@ -351,6 +351,40 @@ TEST_F(TxSchedulerSlowRto, note_sack__gap_with_two_later_packets_is_retransmitte
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
 }
 
+TEST_F(TxSchedulerSlowRto, note_sack__new_hole_resent_at_once_old_one_not_again_within_quarter_rto)
+{
+    Counters before(*nic_);
+    for (uint64_t i = 1; i <= 8; ++i) {
+        post_send(i, 10);
+    }
+    Packet p;
+    ASSERT_TRUE(await_psn(8, &p));
+    peer_->nic_conn(p.h.src_conn);
+    // receive ACK ack_psn 1, sack psn 2 and 3 / expect psn 1 resent
+    PacketHeader ack = peer_->header(Opcode::kACK, 1, 0);
+    ack.ack_psn = 1;
+    ack.sack = 0x3;
+    peer_->send(ack);
+    Packet resent;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &resent));
+    EXPECT_EQ(1u, resent.h.psn);
+    // receive ACK ack_psn 1, sack psn 2, 3, 5, 6 / expect psn 4 resent at once, psn 1 not again
+    // (resent a moment ago, within the quarter timeout)
+    ack.sack = 0x1b;
+    peer_->send(ack);
+    std::vector<Packet> out = run_for(3000);
+    std::vector<uint32_t> psns;
+    for (const Packet &q : out) {
+        if (q.h.opcode == kSend) {
+            psns.push_back(q.h.psn);
+        }
+    }
+    EXPECT_EQ(std::vector<uint32_t>{4}, psns);
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_FAST_RETRANSMITS));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    ack_and_complete(9, 1, 8);
+}
+
 TEST_F(TxSchedulerSlowRto, rx_control__ack_ahead_of_delivered_packets_is_deferred)
 {
     post_buffer(7, 64);
