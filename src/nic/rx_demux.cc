@@ -335,13 +335,17 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
     const bool probing = c->probe_out;   // this ack may answer a tail-loss probe
     // The round trip of the timed packet ends when the peer first reports it, cumulatively or
     // selectively: an ack held back by an earlier hole (or by §5.4) would add the repair time.
+    uint64_t now = 0;   // read once, when needed
     if (c->rtt_timing && c->peer_holds(c->rtt_psn)) {
-        rtt_sample(c, this->now());
+        now = this->now();
+        rtt_sample(c, now);
     }
     if (advanced != 0) {
         // The peer is alive and receiving: that is progress for the failure timers, even if
         // the ack cannot complete anything yet.
-        const uint64_t now = this->now();
+        if (now == 0) {
+            now = this->now();
+        }
         c->retries = 0;
         c->progress_ns = now;
         if (c->unacked()) {
@@ -366,7 +370,9 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
     // are new losses and go at once.
     if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) &&
         (probing || __builtin_popcountll(h.sack) >= 2)) {
-        const uint64_t now = this->now();
+        if (now == 0) {
+            now = this->now();
+        }
         const uint32_t highest = h.ack_psn + 1 + (63 - __builtin_clzll(h.sack));
         uint32_t from = h.ack_psn;
         if (!probing && now - c->fast_rtx_ns < static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4 &&
