@@ -50,6 +50,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -73,6 +74,8 @@ constexpr uint32_t kPostBatch = 32;
 // and receive buffers kept posted.
 constexpr uint32_t kPingSlots = 4;
 constexpr uint32_t kPingRecvs = 16;
+// Seed of the engine's fault injection under --loss (printed in the header).
+constexpr uint64_t kLossSeed = 42;
 // Bandwidth: bytes of messages kept outstanding, and bounds on the number of messages.
 constexpr uint64_t kBwOutstandingBytes = 16ull * kMiB;
 constexpr uint32_t kBwMinDepth = 4;
@@ -148,6 +151,7 @@ struct Options {
     uint32_t datagram = kFloorDatagram; // floor bandwidth stream: datagram size, bytes
     uint32_t repeat = 1;               // runs of every test; the best figure is kept
     uint32_t retries = 2;              // extra runs of a test whose kept figure was preempted
+    double loss = 0;                   // engine only: fraction of received datagrams dropped
     bool pin = true;                   // pin the two threads to CPUs 0 and 1
     bool run_lat = true, run_rate = true, run_bw = true;
     bool run_engine = true, run_udp = true;
@@ -175,6 +179,10 @@ void usage(FILE *out)
                  "  --retries N        run a test up to N more times while one of its kept figures\n"
                  "                     comes from a thread preempted by other load (default 2)\n"
                  "  --side S           engine, udp or both (default both)\n"
+                 "  --loss P           drop a fraction P (0..0.5) of the datagrams each NIC\n"
+                 "                     receives (seeded fault injection), to measure recovery;\n"
+                 "                     engine only (a plain UDP floor does not recover), and the\n"
+                 "                     latency tests add a mean row\n"
                  "  --timeout S        watchdog of one ping-pong test (default 30)\n"
                  "  --no-pin           do not pin the two threads to CPUs 0 and 1\n"
                  "  --csv FILE         also write the results as CSV\n"
@@ -323,6 +331,10 @@ int parse_options(int argc, char **argv, Options *o)
             ok = s == "engine" || s == "udp" || s == "both";
             o->run_engine = s != "udp";
             o->run_udp = s != "engine";
+        } else if (arg == "--loss") {
+            char *end = nullptr;
+            o->loss = std::strtod(value, &end);
+            ok = end != value && *end == '\0' && o->loss >= 0 && o->loss <= 0.5;
         } else if (arg == "--csv") {
             o->csv_path = value;
         } else if (arg == "--json") {
@@ -336,6 +348,9 @@ int parse_options(int argc, char **argv, Options *o)
             std::fprintf(stderr, "srcnic_bench: bad value for %s: '%s'\n", arg.c_str(), value);
             return 2;
         }
+    }
+    if (o->loss > 0) {
+        o->run_udp = false;
     }
     return 0;
 }
@@ -610,18 +625,20 @@ Figure figure_from(const TestCtx &ctx, double value, std::string note)
 
 // Half round trips of a ping-pong, ns.
 struct LatencyFigures {
-    Figure median, p99;
+    Figure median, p99, mean;
 };
 
 LatencyFigures latency_from(const TestCtx &ctx, std::vector<uint64_t> rtt, const std::string &note)
 {
-    double median = NAN, p99 = NAN;
+    double median = NAN, p99 = NAN, mean = NAN;
     if (!rtt.empty()) {
         std::sort(rtt.begin(), rtt.end());
         median = static_cast<double>(rtt[rtt.size() / 2]) / 2e3;
         p99 = static_cast<double>(rtt[std::min(rtt.size() - 1, rtt.size() * 99 / 100)]) / 2e3;
+        mean = std::accumulate(rtt.begin(), rtt.end(), 0.0) / static_cast<double>(rtt.size()) / 2e3;
     }
-    return LatencyFigures{figure_from(ctx, median, note), figure_from(ctx, p99, note)};
+    return LatencyFigures{figure_from(ctx, median, note), figure_from(ctx, p99, note),
+                          figure_from(ctx, mean, note)};
 }
 
 // --- the engine side -------------------------------------------------------------------------
@@ -659,6 +676,8 @@ public:
             config.window = o.window;
         }
         config.mtu = o.mtu;
+        config.fault_drop = o.loss;
+        config.fault_seed = kLossSeed;
         srcnic_qp_config_t qc;
         srcnic_qp_config_init(&qc);
         qc.sq_size = std::max(qc.sq_size, round_up_pow2(sq_size));
@@ -1623,7 +1642,7 @@ bool write_json(const std::string &path, const Options &o, const std::vector<Row
         << ",\n  \"elapsed_s\": " << json_number(elapsed_s) << ",\n  \"config\": {\"iters\": " << o.iters
         << ", \"warmup\": " << o.warmup << ", \"seconds\": " << json_number(o.seconds)
         << ", \"warmup_seconds\": " << json_number(o.warmup_seconds) << ", \"window\": " << engine_window(o)
-        << ", \"engine_mtu\": " << o.mtu << ", \"rate_depth\": " << o.rate_depth << ", \"repeat\": " << o.repeat << ", \"retries\": " << o.retries << ", \"datagram\": " << dgram
+        << ", \"engine_mtu\": " << o.mtu << ", \"rate_depth\": " << o.rate_depth << ", \"repeat\": " << o.repeat << ", \"retries\": " << o.retries << ", \"loss\": " << o.loss << ", \"datagram\": " << dgram
         << ", \"sock_buf\": " << engine_sock_buf() << ", \"pinned\": " << (o.pin ? "true" : "false")
         << "},\n  \"ratio_definition\": \"srcnic / udp floor\",\n  \"results\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -1724,12 +1743,17 @@ int main(int argc, char **argv)
                  "  threads %s, best of %u (+%u if preempted)\n",
                  engine_window(o), o.mtu ? format("%u B", o.mtu).c_str() : "automatic", dgram,
                  engine_sock_buf(), o.pin ? "pinned to CPUs 0 and 1" : "not pinned", o.repeat, o.retries);
+    if (o.loss > 0) {
+        std::fprintf(stderr, "  each NIC drops %g of the datagrams it receives (fault seed %" PRIu64 "); "
+                     "no floor\n", o.loss, kLossSeed);
+    }
 
     std::vector<Row> rows;
     if (o.run_lat) {
         for (uint32_t size : o.lat_sizes) {
             Row med{"latency " + size_name(size) + " median", "us", Better::kLower, 1.15, {}, {}};
             Row p99{"latency " + size_name(size) + " p99", "us", Better::kLower, NAN, {}, {}};
+            Row mean{"latency " + size_name(size) + " mean", "us", Better::kLower, NAN, {}, {}};
             LatencyFigures eng, udp;
             // A message longer than a datagram has no one-datagram floor.
             const bool floor = o.run_udp && size <= kMaxDatagram;
@@ -1743,11 +1767,16 @@ int main(int argc, char **argv)
             }, {&eng.median, &udp.median});
             med.engine = eng.median;
             p99.engine = eng.p99;
+            mean.engine = eng.mean;
             med.udp = udp.median;
             p99.udp = udp.p99;
+            mean.udp = udp.mean;
             report(med);
             rows.push_back(med);
             rows.push_back(p99);
+            if (o.loss > 0) {
+                rows.push_back(mean);   // under loss the mean shows what recovery costs
+            }
         }
     }
     if (o.run_rate) {
