@@ -83,6 +83,48 @@ protected:
         return srtt;
     }
 
+    // Posts n SENDs of 10 bytes (wr_ids 1..n, PSNs 1..n on a new connection), awaits the last
+    // one's first transmission and learns the Nic's connection id from it.
+    void post_sends(uint64_t n)
+    {
+        for (uint64_t i = 1; i <= n; ++i) {
+            post_send(i, 10);
+        }
+        Packet p;
+        ASSERT_TRUE(await_psn(static_cast<uint32_t>(n), &p));
+        peer_->nic_conn(p.h.src_conn);
+    }
+
+    // Receive / expect: an ACK of everything before ack_psn reporting the PSNs of sack (bit i:
+    // PSN ack_psn + 1 + i), at stream position 1 (the raw peer sends no requests).
+    void sack_nic(uint32_t ack_psn, uint64_t sack)
+    {
+        PacketHeader h = peer_->header(Opcode::kACK, 1, 0);
+        h.ack_psn = ack_psn;
+        h.sack = sack;
+        peer_->send(h);
+    }
+
+    // Awaits the Nic's next SEND packet and returns its PSN (0 if none came).
+    uint32_t next_send_psn()
+    {
+        Packet p;
+        EXPECT_TRUE(await_op(Opcode::kSEND, &p));
+        return p.h.psn;
+    }
+
+    // The PSNs of the SENDs among packets, in order.
+    static std::vector<uint32_t> send_psns(const std::vector<Packet> &packets)
+    {
+        std::vector<uint32_t> psns;
+        for (const Packet &q : packets) {
+            if (q.h.opcode == kSend) {
+                psns.push_back(q.h.psn);
+            }
+        }
+        return psns;
+    }
+
     // Receive / expect: an ACK of everything before ack_psn, then the SENDs wr_ids first..last
     // completed in order.
     void ack_and_complete(uint32_t ack_psn, uint64_t first, uint64_t last)
@@ -324,25 +366,11 @@ TEST_F(TxSchedulerSlowRto, rx_control__rnr_nak_resends_refused_psn_after_delay)
 TEST_F(TxSchedulerSlowRto, note_sack__gap_with_two_later_packets_is_retransmitted_early)
 {
     Counters before(*nic_);
-    for (uint64_t i = 1; i <= 5; ++i) {
-        post_send(i, 10);
-    }
-    Packet p;
-    ASSERT_TRUE(await_psn(5, &p));
-    peer_->nic_conn(p.h.src_conn);
+    post_sends(5);
     // receive ACK ack_psn 1, sack psn 2 and 3 / expect FAST_RETRANSMITS and psn 1 resent (not 2
     // or 3) long before the RTO
-    PacketHeader ack = peer_->header(Opcode::kACK, 1, 0);
-    ack.ack_psn = 1;
-    ack.sack = 0x3;
-    peer_->send(ack);
-    std::vector<Packet> out = run_for(3000);
-    std::vector<uint32_t> resent;
-    for (const Packet &q : out) {
-        if (q.h.opcode == kSend) {
-            resent.push_back(q.h.psn);
-        }
-    }
+    sack_nic(1, 0x3);
+    const std::vector<uint32_t> resent = send_psns(run_for(3000));
     ASSERT_FALSE(resent.empty());
     EXPECT_EQ(1u, resent[0]);
     EXPECT_EQ(resent.end(), std::find(resent.begin(), resent.end(), 2u));
@@ -354,32 +382,14 @@ TEST_F(TxSchedulerSlowRto, note_sack__gap_with_two_later_packets_is_retransmitte
 TEST_F(TxSchedulerSlowRto, note_sack__new_hole_resent_at_once_old_one_not_again_within_quarter_rto)
 {
     Counters before(*nic_);
-    for (uint64_t i = 1; i <= 8; ++i) {
-        post_send(i, 10);
-    }
-    Packet p;
-    ASSERT_TRUE(await_psn(8, &p));
-    peer_->nic_conn(p.h.src_conn);
+    post_sends(8);
     // receive ACK ack_psn 1, sack psn 2 and 3 / expect psn 1 resent
-    PacketHeader ack = peer_->header(Opcode::kACK, 1, 0);
-    ack.ack_psn = 1;
-    ack.sack = 0x3;
-    peer_->send(ack);
-    Packet resent;
-    ASSERT_TRUE(await_op(Opcode::kSEND, &resent));
-    EXPECT_EQ(1u, resent.h.psn);
+    sack_nic(1, 0x3);
+    EXPECT_EQ(1u, next_send_psn());
     // receive ACK ack_psn 1, sack psn 2, 3, 5, 6 / expect psn 4 resent at once, psn 1 not again
     // (resent a moment ago, within the quarter timeout)
-    ack.sack = 0x1b;
-    peer_->send(ack);
-    std::vector<Packet> out = run_for(3000);
-    std::vector<uint32_t> psns;
-    for (const Packet &q : out) {
-        if (q.h.opcode == kSend) {
-            psns.push_back(q.h.psn);
-        }
-    }
-    EXPECT_EQ(std::vector<uint32_t>{4}, psns);
+    sack_nic(1, 0x1b);
+    EXPECT_EQ(std::vector<uint32_t>{4}, send_psns(run_for(3000)));
     EXPECT_EQ(2u, before.delta(SRCNIC_CNT_FAST_RETRANSMITS));
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
     ack_and_complete(9, 1, 8);
@@ -537,24 +547,15 @@ TEST_F(TxSchedulerSlowRto, tail_probe__newest_held_by_peer_resends_oldest_hole_a
     Packet p;
     ASSERT_TRUE(await_psn(4, &p));
     // receive ACK ack_psn 2 reporting psn 4 alone: one later packet is no gap yet
-    PacketHeader ack = peer_->header(Opcode::kACK, 1, 0);
-    ack.ack_psn = 2;
-    ack.sack = 0x2;   // bit i: psn ack_psn + 1 + i
-    peer_->send(ack);
+    sack_nic(2, 0x2);
     // expect psn 2 as the probe (the peer holds the newest), no fast retransmit, no timeout
-    Packet probe;
-    ASSERT_TRUE(await_op(Opcode::kSEND, &probe));
-    EXPECT_EQ(2u, probe.h.psn);
+    EXPECT_EQ(2u, next_send_psn());
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TAIL_PROBES));
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_FAST_RETRANSMITS));
     // receive the answer, ACK ack_psn 3 reporting psn 4 / expect psn 3 resent at once: after a
     // probe one later packet shows the gap
-    ack.ack_psn = 3;
-    ack.sack = 0x1;
-    peer_->send(ack);
-    Packet rest;
-    ASSERT_TRUE(await_op(Opcode::kSEND, &rest));
-    EXPECT_EQ(3u, rest.h.psn);
+    sack_nic(3, 0x1);
+    EXPECT_EQ(3u, next_send_psn());
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_FAST_RETRANSMITS));
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
     ack_and_complete(5, 2, 4);
@@ -574,10 +575,7 @@ TEST_F(TxSchedulerSlowRto, rtt_sample__when_the_peer_reports_the_packet_not_afte
     // psn 4 (timed) goes out; the peer reports it at once, psn 3 still missing
     post_send(4, 10);
     ASSERT_TRUE(await_psn(4, &p));
-    PacketHeader ack = peer_->header(Opcode::kACK, 1, 0);
-    ack.ack_psn = 3;
-    ack.sack = 0x1;
-    peer_->send(ack);
+    sack_nic(3, 0x1);
     // 30 ms pass before the hole is repaired and everything acknowledged
     run_for(30000);
     ack_and_complete(5, 3, 4);
