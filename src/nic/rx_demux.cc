@@ -291,8 +291,6 @@ void Nic::apply_ack(Connection *c, uint32_t ack_psn)
     c->rnr_delay_us = config_.rnr_delay_us;
     c->progress_ns = now;
     c->rto_deadline_ns = c->unacked() ? now + static_cast<uint64_t>(c->rto_us) * kNsPerUs : 0;
-    c->probe_out = false;
-    arm_probe(c, now);
     for (TxMsg *m = c->head; m != nullptr && !psn_before(ack_psn, m->psn_end()); m = m->next) {
         m->acked = true;
     }
@@ -359,8 +357,14 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
                 start_resend(c, h.ack_psn, h.ack_psn + std::min(2 * advanced, config_.window));
             }
         }
+        // The probe timer restarts here, where every ack is seen first (apply_ack may come
+        // later, §5.4): none if this ack covers everything sent.
         c->probe_out = false;
-        arm_probe(c, now);
+        if (psn_before(h.ack_psn, c->send_psn)) {
+            arm_probe(c, now);
+        } else {
+            c->probe_deadline_ns = 0;
+        }
     }
     // A gap at the receiver with later packets already there: retransmit the holes up to the
     // highest PSN it holds now rather than at the timeout. Two later packets tell a gap from
