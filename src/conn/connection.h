@@ -133,6 +133,9 @@ struct alignas(64) Connection {
     bool in_active = false;        // on the NIC's list of connections with work or timers
 
     bool unacked() const { return acked_psn != send_psn; }
+    // The oldest PSN the peer has not reported holding (its newest cumulative ack, never before
+    // what is acknowledged here).
+    uint32_t oldest_unreported() const { return psn_before(acked_psn, sack_base) ? sack_base : acked_psn; }
     // The peer reported holding this PSN (cumulatively or selectively) in its newest ack.
     bool peer_holds(uint32_t psn) const
     {

@@ -294,7 +294,7 @@ void Nic::check_timers(Connection *c, uint64_t now)
     // twice as many as it acknowledged (skipping those the peer reported).
     c->recovering = true;
     c->recover_psn = c->send_psn;
-    const uint32_t oldest = psn_before(c->acked_psn, c->sack_base) ? c->sack_base : c->acked_psn;
+    const uint32_t oldest = c->oldest_unreported();
     if (psn_before(oldest, c->send_psn)) {
         start_resend(c, oldest, oldest + 1);
     } else {
@@ -321,15 +321,11 @@ void Nic::send_probe(Connection *c, uint64_t now)
     // The newest packet, with ACK_REQ: if it was lost it is recovered now, not at the
     // timeout; if it arrived, the duplicate draws an ack whose sack shows the holes before it
     // (note_sack then resends them). If the peer reported the newest, the loss is earlier:
-    // the oldest packet it lacks goes instead.
+    // the oldest packet it lacks goes instead; if it reported everything (its ack is held back
+    // by §5.4), the newest again draws a fresh ack.
     const uint32_t newest = c->send_psn - 1;
-    uint32_t psn = newest;
-    if (c->peer_holds(newest)) {
-        psn = psn_before(c->acked_psn, c->sack_base) ? c->sack_base : c->acked_psn;
-        while (psn_before(psn, newest) && c->peer_holds(psn)) {
-            ++psn;
-        }
-    }
+    const uint32_t oldest = c->oldest_unreported();
+    const uint32_t psn = c->peer_holds(newest) && psn_before(oldest, newest) ? oldest : newest;
     if (!tx_packet(c, psn, true)) {
         c->probe_deadline_ns = now;   // the link would block: at the next check
         return;
