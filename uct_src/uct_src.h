@@ -147,6 +147,9 @@ typedef struct uct_src_iface {
     uint32_t              next_ep_tag;   /* labels endpoints' WQEs for per-ep cancellation */
     ucs_list_link_t       linger_eps;    /* destroyed eps waiting for their sends to complete */
     int                   async_timer_id;/* background progress timer, or -1 */
+    unsigned              progress_calls;/* the application's progress calls (wraps) */
+    unsigned              async_seen;    /* progress_calls at the background timer's last tick */
+    unsigned long         async_runs;    /* background ticks that ran the engine (tests) */
     ucs_time_t            tx_coalesce;   /* TX_COALESCE */
     ucs_time_t            tx_doorbell;   /* when the last doorbell's transmission ended */
 } uct_src_iface_t;

@@ -6,6 +6,9 @@
 
 #include <poll.h>
 
+#include <chrono>
+#include <thread>
+
 namespace uct_src_test {
 namespace {
 
@@ -101,6 +104,39 @@ TEST_F(UctSrc, event_fd__readable_when_only_async_progress_ran)
         << "lost wake-up: the message was received in the background and the armed fd stayed "
            "quiet";
     ASSERT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == 1; }, 5.0));
+}
+
+// Background progress stands in for the application only while it does not progress: a tick
+// that follows one of its progress calls leaves the engine, and the async lock the application's
+// progress spins on, alone (a background thread descheduled while holding it stalled a polling
+// MPI rank for 200 ms on an oversubscribed machine).
+class UctSrcFastAsync : public UctSrc {
+protected:
+    std::vector<ConfigKv> config_for(int side) const override
+    {
+        return {{"ASYNC_INTERVAL", "2ms"}};
+    }
+};
+
+TEST_F(UctSrcFastAsync, async_progress__runs_only_while_the_user_does_not_progress)
+{
+    const unsigned long idle_start = uct_src_test_async_runs(b_.iface);
+    // Nobody progresses (a's progress would hold the async context both sides share, and the
+    // timer skips a tick it finds taken): b's timer runs its engine.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const unsigned long idle = uct_src_test_async_runs(b_.iface) - idle_start;
+    const unsigned long busy_start = uct_src_test_async_runs(b_.iface);
+    // b's user progresses every 100 us, and sleeps in between (as an MPI rank waiting in
+    // MPI_Init does): b's timer finds the async context free, and leaves the engine alone.
+    const double end = now_sec() + 0.2;
+    while (now_sec() < end) {
+        b_.progress();
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    const unsigned long busy = uct_src_test_async_runs(b_.iface) - busy_start;
+    EXPECT_GE(idle, 10u) << "the background progress did not run while the user was idle";
+    EXPECT_LE(busy, idle / 10) << "the background progress ran " << busy << " times in 0.2 s "
+                               << "while the user progressed (" << idle << " while idle)";
 }
 
 // b is quiet and a retransmits only after 3 s: within that time only the acknowledgement can

@@ -42,6 +42,17 @@ void uct_src_test_stop_async_progress(uct_iface_h tl_iface)
     }
 }
 
+unsigned long uct_src_test_async_runs(uct_iface_h tl_iface)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    unsigned long num;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    num = iface->async_runs;
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return num;
+}
+
 unsigned uct_src_test_rx_posted(uct_iface_h tl_iface)
 {
     uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);

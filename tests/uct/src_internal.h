@@ -27,6 +27,10 @@ uint64_t uct_src_test_counter(uct_iface_h iface, const char *name);
  * not make an iface quiet. */
 void uct_src_test_stop_async_progress(uct_iface_h iface);
 
+/* Background progress timer ticks that ran the iface's engine so far (ticks that follow a
+ * progress call of the application leave it alone). */
+unsigned long uct_src_test_async_runs(uct_iface_h iface);
+
 /* Receive buffers the iface has posted to its engine now. */
 unsigned uct_src_test_rx_posted(uct_iface_h iface);
 
