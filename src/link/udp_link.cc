@@ -692,11 +692,14 @@ int UdpLink::tx_single(const TxDatagram &dgram)
     const ssize_t sent = send_contiguous(socks_[sock].fd, contiguous(dgram.iov, dgram.iovcnt),
                                          len, sock == 0 ? &name.sa : nullptr, name_len);
     if (sent >= 0) {
-        ++stats_.tx_datagrams;
-        stats_.tx_bytes += len;
-        ++tx_messages_;
+        tx_sent(len);
         return 1;
     }
+    return static_cast<int>(tx_failed(dgram));
+}
+
+uint32_t UdpLink::tx_failed(const TxDatagram &dgram)
+{
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
         return 0;
     }
@@ -709,7 +712,7 @@ int UdpLink::tx_single(const TxDatagram &dgram)
     return 1;
 }
 
-uint32_t UdpLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
+uint32_t UdpLink::tx_burst_rest(const TxDatagram *dgrams, uint32_t n)
 {
     // A lone small datagram (a ping-pong's message, an ack) goes straight out, without the
     // batch's message headers; anything else (or an invalid one, which the batch path counts
@@ -809,26 +812,6 @@ void UdpLink::take_source(const Sock &sock, const SockAddr &name, LinkAddr *out)
     }
 }
 
-__attribute__((always_inline)) inline void UdpLink::note_received(Sock &sock, uint32_t m, int got)
-{
-    // Two single receives in a row that found a datagram are a stream: batch the next call (a
-    // ping-pong finds the queue empty in between); a batch that found at most one goes back to
-    // single receives.
-    sock.single = m == 1 ? !(got == 1 && sock.found) : got <= 1;
-    sock.found = got > 0;
-    if (got > 0) {
-        sock.last_rx_call = rx_calls_;
-        const uint32_t index = static_cast<uint32_t>(&sock - socks_.data());
-        if (index != rx_hot_) {
-            rx_others_last_ = std::max(rx_others_last_, socks_[rx_hot_].last_rx_call);
-            rx_hot_ = index;
-        }
-        if (sock.peer.family != 0) {
-            rx_peer_datagrams_ += static_cast<uint32_t>(got);
-        }
-    }
-}
-
 __attribute__((always_inline)) inline int UdpLink::receive_failed(Sock &sock)
 {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
@@ -868,16 +851,10 @@ __attribute__((always_inline)) inline uint32_t UdpLink::rx_one(Sock &sock, RxDat
             }
             continue;
         }
-        note_received(sock, 1, 1);
         if (static_cast<size_t>(len) > slot.capacity) {
-            ++stats_.rx_oversize;
-            if (rx_log_.allow()) {
-                link_log_error("udp link %s: dropping a %zd-byte datagram: longer than the "
-                               "receive slot (%u bytes)", local_addr_.to_string().c_str(), len,
-                               slot.capacity);
-            }
-            return 0;
+            return rx_one_failed(sock, slot, len);
         }
+        note_received(sock, 1, 1);
         slot.len = static_cast<uint32_t>(len);
         take_source(sock, name, &slot.src);
         ++stats_.rx_datagrams;
@@ -917,13 +894,28 @@ __attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uin
     return receive_failed(sock);
 }
 
-uint32_t UdpLink::rx_burst(RxDatagram *slots, uint32_t n)
+uint32_t UdpLink::rx_one_failed(Sock &sock, RxDatagram &slot, ssize_t len)
 {
-    ++rx_calls_;
+    if (len >= 0) {
+        note_received(sock, 1, 1);
+        ++stats_.rx_oversize;
+        if (rx_log_.allow()) {
+            link_log_error("udp link %s: dropping a %zd-byte datagram: longer than the "
+                           "receive slot (%u bytes)", local_addr_.to_string().c_str(), len,
+                           slot.capacity);
+        }
+        return 0;
+    }
+    return receive_failed(sock) == 0 ? 0 : rx_one(sock, slot);
+}
+
+uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
+{
     // The common case, a single busy socket (one peer, a ping-pong) and no quiet one due in this
-    // call: poll just it, as the loop below would, without the loop.
+    // call (rx_burst's inline case, or the same on the bound socket, or a batch): poll just it,
+    // as the loop below would, without the loop.
     static_assert(kUdpBusyPollEvery % kUdpIdlePollEvery == 0, "busy polls fall on idle-poll calls");
-    if (gro_count_ == 0 && rx_calls_ % kUdpIdlePollEvery != 0 && only_hot_active()) {
+    if (only_hot_due()) {
         return rx_from(rx_hot_, slots, n);
     }
     const uint32_t count = static_cast<uint32_t>(socks_.size());

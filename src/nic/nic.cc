@@ -19,7 +19,8 @@
 namespace srcnic {
 
 Nic::Nic(const srcnic_config_t &config, std::unique_ptr<Link> link)
-    : config_(config), link_(std::move(link)), random_(now_ns() ^ reinterpret_cast<uintptr_t>(this)),
+    : config_(config), link_(std::move(link)), udp_(dynamic_cast<UdpLink *>(link_.get())),
+      random_(now_ns() ^ reinterpret_cast<uintptr_t>(this)),
       own_pd_(config.pd == nullptr ? new srcnic_pd(random_.next()) : nullptr),
       pd_(config.pd != nullptr ? config.pd : own_pd_.get()), mrs_(pd_->mrs)
 {
@@ -202,7 +203,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
         rx_slots_[rx_posted_].capacity = mtu_;
         ++rx_posted_;
     }
-    const uint32_t got = rx_posted_ != 0 ? link_->rx_burst(rx_slots_, rx_posted_) : 0;
+    const uint32_t got = rx_posted_ != 0 ? link_rx(rx_slots_, rx_posted_) : 0;
     if (got == 0) {
         return 0;
     }

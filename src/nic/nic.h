@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/random.h"
 #include "link/link.h"
+#include "link/udp_link.h"
 #include "mr/mr_table.h"
 #include "qp/qp.h"
 #include "wire/header.h"
@@ -180,8 +181,20 @@ private:
     void complete_answer(Connection *c, const PacketHeader &h, const uint8_t *payload);
     TxMsg *find_request(Connection *c, uint32_t req_psn);
 
+    // The link's data-path calls: direct, and their common cases inline (udp_link.h), when it
+    // is a UdpLink.
+    uint32_t link_rx(RxDatagram *slots, uint32_t n)
+    {
+        return udp_ != nullptr ? udp_->rx_burst(slots, n) : link_->rx_burst(slots, n);
+    }
+    uint32_t link_tx(const TxDatagram *dgrams, uint32_t n)
+    {
+        return udp_ != nullptr ? udp_->tx_burst(dgrams, n) : link_->tx_burst(dgrams, n);
+    }
+
     srcnic_config_t config_;
     std::unique_ptr<Link> link_;
+    UdpLink *udp_;                  // link_, if it is a UdpLink
     srcnic_nic_addr_t addr_{};
     uint32_t mtu_ = 0;              // datagram bytes (header included)
     uint32_t seg_payload_ = 0;      // payload bytes per packet

@@ -94,7 +94,7 @@ void Nic::tx_flush()
 {
     uint32_t sent = 0;
     while (sent < tx_count_) {
-        const uint32_t n = link_->tx_burst(tx_dgrams_ + sent, tx_count_ - sent);
+        const uint32_t n = link_tx(tx_dgrams_ + sent, tx_count_ - sent);
         if (n == 0) {
             break;
         }

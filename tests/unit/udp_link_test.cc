@@ -1225,6 +1225,98 @@ void two_active_peer_sockets(Link &a, Link &b, Link &d)
     }
 }
 
+// Calls rx_burst with one slot of `capacity` bytes until it returns a datagram or drops one
+// as oversize (watchdog-bounded); the datagram's bytes, empty for an oversize one.
+std::vector<uint8_t> one_datagram(Link &link, uint32_t capacity)
+{
+    std::vector<uint8_t> buf(capacity);
+    const uint64_t oversize = link.stats().rx_oversize;
+    const uint64_t deadline = now_ns() + kWatchdogNs;
+    while (now_ns() < deadline) {
+        RxDatagram slot{buf.data(), capacity, 0, LinkAddr()};
+        if (link.rx_burst(&slot, 1) == 1) {
+            return std::vector<uint8_t>(buf.begin(), buf.begin() + slot.len);
+        }
+        if (link.stats().rx_oversize != oversize) {
+            return {};
+        }
+    }
+    ADD_FAILURE() << "no datagram within the watchdog";
+    return {};
+}
+
+TEST(UdpLink, peer_sockets__a_ping_pongs_single_calls_handle_errors_and_oversize)
+{
+    // A ping-pong's datagrams go by tx_burst's and rx_burst's inline cases (one datagram, a
+    // busy peer socket): a hard error, a datagram longer than the slot and a send that would
+    // block are handled there as on the other paths.
+    MockGuard guard;
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *b, 40));
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*b, *a, 41));
+    ASSERT_EQ(1u, as_udp(*a).peer_sockets());
+    ASSERT_EQ(1u, as_udp(*b).peer_sockets());
+    // As in a ping-pong, b finds its socket empty before each datagram (so that it asks for
+    // one at a time), and its socket for a becomes the only active one: the bound socket's
+    // last datagram is more than kUdpActiveCalls calls back.
+    auto poll_empty = [&] {
+        uint8_t buf[100];
+        RxDatagram slot{buf, sizeof(buf), 0, LinkAddr()};
+        EXPECT_EQ(0u, b->rx_burst(&slot, 1));
+    };
+    const auto warm = make_payloads({16}, 51);
+    for (uint32_t i = 0; i <= kUdpActiveCalls / 2; ++i) {
+        poll_empty();
+        ASSERT_EQ(1u, send_all(*a, warm, b->local_addr()));
+        ASSERT_EQ(warm[0], one_datagram(*b, 100));
+    }
+    const auto big = make_payloads({200}, 42);
+
+    // Hard receive errors (a pending ICMP error) are counted; the datagram behind them still
+    // arrives. Three rounds of each case: a call that also polls the quiet socket takes the
+    // general path, at most one in three.
+    for (uint64_t round = 0; round < 3; ++round) {
+        const auto one = make_payloads({16}, 43 + round);
+        const uint64_t errors = b->stats().rx_errors;
+        poll_empty();
+        g_recv_plan = MockPlan{as_udp(*b).peer_socket_fd(0), 0, 2, ECONNREFUSED, 0};
+        ASSERT_EQ(1u, send_all(*a, one, b->local_addr()));
+        EXPECT_EQ(one[0], one_datagram(*b, 100)) << "round " << round;
+        EXPECT_EQ(errors + 2, b->stats().rx_errors) << "round " << round;
+    }
+    // Longer than the slot: dropped and counted; the next one arrives.
+    g_recv_plan = MockPlan();
+    for (uint64_t round = 0; round < 3; ++round) {
+        const auto one = make_payloads({16}, 46 + round);
+        const uint64_t oversize = b->stats().rx_oversize;
+        poll_empty();
+        ASSERT_EQ(1u, send_all(*a, big, b->local_addr()));
+        EXPECT_TRUE(one_datagram(*b, 100).empty()) << "round " << round;
+        EXPECT_EQ(oversize + 1, b->stats().rx_oversize) << "round " << round;
+        poll_empty();
+        ASSERT_EQ(1u, send_all(*a, one, b->local_addr()));
+        EXPECT_EQ(one[0], one_datagram(*b, 100)) << "round " << round;
+    }
+    // A send that would block is not accepted; a hard error is (counted, the datagram lost).
+    const auto lost = make_payloads({16}, 49);
+    const auto kept = make_payloads({24}, 50);
+    const uint64_t sent = a->stats().tx_datagrams;
+    g_send_plan = MockPlan{as_udp(*a).peer_socket_fd(0), 0, 1, EAGAIN, 0};
+    EXPECT_EQ(0u, send_all(*a, lost, b->local_addr()));
+    g_send_plan = MockPlan{as_udp(*a).peer_socket_fd(0), 0, 1, ECONNREFUSED, 0};
+    EXPECT_EQ(1u, send_all(*a, lost, b->local_addr()));
+    EXPECT_EQ(1u, g_send_plan.failed);
+    EXPECT_EQ(1u, a->stats().tx_errors);
+    EXPECT_EQ(sent, a->stats().tx_datagrams);
+    poll_empty();
+    ASSERT_EQ(1u, send_all(*a, kept, b->local_addr()));
+    EXPECT_EQ(sent + 1, a->stats().tx_datagrams);
+    EXPECT_EQ(kept[0], one_datagram(*b, 100));
+    poll_empty();   // nothing else arrived
+}
+
 TEST(UdpLink, peer_sockets__every_active_socket_is_polled_on_every_call)
 {
     // A link with one busy socket polls just that one (rx_burst's short path); with two busy
