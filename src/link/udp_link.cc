@@ -27,8 +27,6 @@ constexpr size_t kRxControlSize = CMSG_SPACE(sizeof(int));
 constexpr size_t kTxControlSize = CMSG_SPACE(sizeof(uint16_t));
 // Gather-list entries per send batch: batch_size datagrams of at most kLinkMaxIov entries.
 constexpr uint32_t kTxIovPerDatagram = kLinkMaxIov;
-// Receive calls in one rx_burst that may fail with a hard error before it gives up.
-constexpr uint32_t kMaxRxErrorsPerBurst = 8;
 // IPv4 + UDP header bytes.
 constexpr uint32_t kIpv4UdpHeaders = 20 + 8;
 // IPv6 + UDP header bytes.
@@ -794,12 +792,8 @@ const LinkStats &UdpLink::stats() const
     return stats_;
 }
 
-void UdpLink::take_source(const Sock &sock, const SockAddr &name, LinkAddr *out) const
+void UdpLink::addr_from(const SockAddr &name, LinkAddr *out) const
 {
-    if (sock.peer.family != 0) {
-        *out = sock.peer;
-        return;
-    }
     *out = LinkAddr();
     out->family = family_;
     if (family_ == AF_INET) {
@@ -812,13 +806,8 @@ void UdpLink::take_source(const Sock &sock, const SockAddr &name, LinkAddr *out)
     }
 }
 
-__attribute__((always_inline)) inline int UdpLink::receive_failed(Sock &sock)
+int UdpLink::receive_error()
 {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-        sock.single = true;   // nothing queued: the next poll asks for one datagram again
-        sock.found = false;
-        return 0;
-    }
     // A pending socket error (e.g. ECONNREFUSED from ICMP) is reported once and cleared by
     // this call; the datagrams behind it are still queued.
     ++stats_.rx_errors;
@@ -828,42 +817,8 @@ __attribute__((always_inline)) inline int UdpLink::receive_failed(Sock &sock)
     return -1;
 }
 
-// rx_one, receive_batch, rx_from and rx_quiet are always inlined into rx_burst: the return
-// predictions after a receive system call are wrong, and each frame between the call and
-// rx_burst's caller costs a mispredicted return (about 8 ns here).
-__attribute__((always_inline)) inline uint32_t UdpLink::rx_one(Sock &sock, RxDatagram &slot)
-{
-    // After a poll that found at most one datagram (idle, or a ping-pong), one datagram with
-    // recvfrom (recv on a peer socket, whose source is known): cheaper than recvmsg, and than
-    // recvmmsg, which after a datagram also tries the next. No control message: drops show
-    // with the next batch receive.
-    for (uint32_t errors = 0; errors < kMaxRxErrorsPerBurst; ++errors) {
-        SockAddr name;
-        socklen_t name_len = sizeof(name);
-        const ssize_t len =
-            sock.peer.family != 0
-                ? ::recv(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC)
-                : ::recvfrom(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC,
-                             &name.sa, &name_len);
-        if (len < 0) {
-            if (receive_failed(sock) == 0) {
-                return 0;
-            }
-            continue;
-        }
-        if (static_cast<size_t>(len) > slot.capacity) {
-            return rx_one_failed(sock, slot, len);
-        }
-        note_received(sock, 1, 1);
-        slot.len = static_cast<uint32_t>(len);
-        take_source(sock, name, &slot.src);
-        ++stats_.rx_datagrams;
-        stats_.rx_bytes += static_cast<uint64_t>(len);
-        return 1;
-    }
-    return 0;
-}
-
+// receive_batch, rx_from and rx_quiet are always inlined into rx_burst_rest, as rx_one is into
+// rx_burst (udp_link.h).
 __attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uint32_t m)
 {
     // The kernel writes back the name and control lengths of the headers it fills, only
@@ -894,26 +849,21 @@ __attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uin
     return receive_failed(sock);
 }
 
-uint32_t UdpLink::rx_one_failed(Sock &sock, RxDatagram &slot, ssize_t len)
+uint32_t UdpLink::rx_oversize(Sock &sock, const RxDatagram &slot, ssize_t len)
 {
-    if (len >= 0) {
-        note_received(sock, 1, 1);
-        ++stats_.rx_oversize;
-        if (rx_log_.allow()) {
-            link_log_error("udp link %s: dropping a %zd-byte datagram: longer than the "
-                           "receive slot (%u bytes)", local_addr_.to_string().c_str(), len,
-                           slot.capacity);
-        }
-        return 0;
+    note_received(sock, 1, 1);
+    ++stats_.rx_oversize;
+    if (rx_log_.allow()) {
+        link_log_error("udp link %s: dropping a %zd-byte datagram: longer than the receive slot "
+                       "(%u bytes)", local_addr_.to_string().c_str(), len, slot.capacity);
     }
-    return receive_failed(sock) == 0 ? 0 : rx_one(sock, slot);
+    return 0;
 }
 
 uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
 {
-    // The common case, a single busy socket (one peer, a ping-pong) and no quiet one due in this
-    // call (rx_burst's inline case, or the same on the bound socket, or a batch): poll just it,
-    // as the loop below would, without the loop.
+    // A single busy socket and no quiet one due in this call, which rx_burst did not take
+    // inline (a batch, or aggregates): poll just it, as the loop below would, without the loop.
     static_assert(kUdpBusyPollEvery % kUdpIdlePollEvery == 0, "busy polls fall on idle-poll calls");
     if (only_hot_due()) {
         return rx_from(rx_hot_, slots, n);
@@ -987,7 +937,7 @@ __attribute__((always_inline)) inline uint32_t UdpLink::rx_from(uint32_t index, 
         }
         const int got = receive_batch(sock, m);
         if (got < 0) {
-            if (++errors >= kMaxRxErrorsPerBurst) {
+            if (++errors >= kUdpMaxRxErrorsPerBurst) {
                 break;
             }
             continue;
@@ -1077,7 +1027,7 @@ uint32_t UdpLink::rx_gro_from(uint32_t index, RxDatagram *slots, uint32_t n)
         }
         const int got = receive_batch(sock, m);
         if (got < 0) {
-            if (++errors >= kMaxRxErrorsPerBurst) {
+            if (++errors >= kUdpMaxRxErrorsPerBurst) {
                 break;
             }
             continue;

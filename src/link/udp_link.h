@@ -117,6 +117,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
@@ -159,6 +160,8 @@ constexpr uint32_t kUdpActiveCalls = 256;
 constexpr uint32_t kUdpIdlePollEvery = 16;
 // ... and every this many calls whatever the active ones found.
 constexpr uint32_t kUdpBusyPollEvery = 32;
+// Receive calls in one rx_burst that may fail with a hard error before it gives up.
+constexpr uint32_t kUdpMaxRxErrorsPerBurst = 8;
 // Largest datagram size for which receive aggregation is used, bytes.
 constexpr uint32_t kUdpGroMaxMtu = 32768;
 // Staging buffers for received aggregates, and their size in bytes (an aggregate is one UDP
@@ -218,22 +221,10 @@ public:
     __attribute__((always_inline)) uint32_t rx_burst(RxDatagram *slots, uint32_t n) override
     {
         ++rx_calls_;
-        // A single busy peer socket (one peer, a ping-pong) whose last receive found at most
-        // one datagram, no quiet socket due in this call: one datagram with recv, whose source
-        // is the socket's peer.
-        if (only_hot_due() && !gro_ && socks_[rx_hot_].single && socks_[rx_hot_].peer.family != 0) {
-            Sock &sock = socks_[rx_hot_];
-            RxDatagram &slot = slots[0];
-            const ssize_t len = ::recv(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC);
-            if (len < 0 || static_cast<size_t>(len) > slot.capacity) {
-                return rx_one_failed(sock, slot, len);
-            }
-            note_received(sock, 1, 1);
-            slot.len = static_cast<uint32_t>(len);
-            slot.src = sock.peer;
-            ++stats_.rx_datagrams;
-            stats_.rx_bytes += static_cast<uint64_t>(len);
-            return 1;
+        // A single busy socket (one peer, a ping-pong) whose last receive found at most one
+        // datagram, no quiet socket due in this call: one datagram, as rx_from takes it.
+        if (only_hot_due() && !gro_ && socks_[rx_hot_].single) {
+            return rx_one(socks_[rx_hot_], slots[0]);
         }
         return rx_burst_rest(slots, n);
     }
@@ -337,10 +328,11 @@ private:
     // the call).
     uint32_t rx_burst_rest(RxDatagram *slots, uint32_t n);
     uint32_t tx_burst_rest(const TxDatagram *dgrams, uint32_t n);
-    // rx_burst's single receive on sock that returned len (< 0: failed, errno set; or longer
-    // than the slot): nothing queued (0), a hard error (counted; the receive is retried as
-    // rx_one does), or an oversize datagram (counted, dropped: 0).
-    uint32_t rx_one_failed(Sock &sock, RxDatagram &slot, ssize_t len);
+    // A single receive on sock returned a datagram of len bytes, longer than slot: counted,
+    // logged and dropped (0).
+    uint32_t rx_oversize(Sock &sock, const RxDatagram &slot, ssize_t len);
+    // A receive failed with a hard error (errno): counted, logged; -1.
+    int receive_error();
     // A send of dgram failed (errno): 0 if the socket would block, 1 for a hard error (the
     // datagram counted in tx_errors, logged, and dropped like a loss).
     uint32_t tx_failed(const TxDatagram &dgram);
@@ -395,7 +387,16 @@ private:
         take_source(sock, rx_names_[i], out);
     }
     // The same from a source address `name` (ignored for a peer socket).
-    void take_source(const Sock &sock, const SockAddr &name, LinkAddr *out) const;
+    void take_source(const Sock &sock, const SockAddr &name, LinkAddr *out) const
+    {
+        if (sock.peer.family != 0) {
+            *out = sock.peer;
+            return;
+        }
+        addr_from(name, out);
+    }
+    // The link address of a socket address of the link's family.
+    void addr_from(const SockAddr &name, LinkAddr *out) const;
     // rx_from with receive aggregation: stage aggregates from socket i, copy datagrams out.
     uint32_t rx_gro_from(uint32_t index, RxDatagram *slots, uint32_t n);
     // One receive of up to m datagrams from socket `sock` into headers [0, m) (already pointed
@@ -405,7 +406,41 @@ private:
     // One datagram from `sock` straight into `slot` (a single receive without aggregation: no
     // receive header); 1 if the slot was filled, else 0 (nothing queued, hard errors counted,
     // an oversize datagram dropped and counted).
-    inline uint32_t rx_one(Sock &sock, RxDatagram &slot);
+    // rx_one, receive_failed and note_received are defined here, always inline, for rx_burst
+    // (and rx_from): the return predictions after a receive system call are wrong, and each
+    // frame between the call and rx_burst's caller costs a mispredicted return.
+    __attribute__((always_inline)) uint32_t rx_one(Sock &sock, RxDatagram &slot)
+    {
+        // After a poll that found at most one datagram (idle, or a ping-pong), one datagram
+        // with recvfrom (recv on a peer socket, whose source is known): cheaper than recvmsg,
+        // and than recvmmsg, which after a datagram also tries the next. No control message:
+        // drops show with the next batch receive.
+        for (uint32_t errors = 0; errors < kUdpMaxRxErrorsPerBurst; ++errors) {
+            SockAddr name;
+            socklen_t name_len = sizeof(name);
+            const ssize_t len =
+                sock.peer.family != 0
+                    ? ::recv(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC)
+                    : ::recvfrom(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC,
+                                 &name.sa, &name_len);
+            if (len < 0) {
+                if (receive_failed(sock) == 0) {
+                    return 0;
+                }
+                continue;
+            }
+            if (static_cast<size_t>(len) > slot.capacity) {
+                return rx_oversize(sock, slot, len);
+            }
+            note_received(sock, 1, 1);
+            slot.len = static_cast<uint32_t>(len);
+            take_source(sock, name, &slot.src);
+            ++stats_.rx_datagrams;
+            stats_.rx_bytes += static_cast<uint64_t>(len);
+            return 1;
+        }
+        return 0;
+    }
     // What a receive of up to m datagrams that returned `got` (>= 0) tells about the socket.
     void note_received(Sock &sock, uint32_t m, int got)
     {
@@ -427,7 +462,15 @@ private:
         }
     }
     // A receive failed (errno): 0 if nothing was queued, -1 for a hard error (counted, logged).
-    inline int receive_failed(Sock &sock);
+    __attribute__((always_inline)) int receive_failed(Sock &sock)
+    {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+            sock.single = true;   // nothing queued: the next poll asks for one datagram again
+            sock.found = false;
+            return 0;
+        }
+        return receive_error();
+    }
 
     // A staged aggregate: bytes [off, end) of staging buffer `buf` remain, in datagrams of
     // `seg` bytes (the last may be shorter).
