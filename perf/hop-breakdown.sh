@@ -33,7 +33,7 @@ for ((i = 0; i < runs; i++)); do
     for side in engine udp; do
         # A run whose walk found no round trips prints "no ping-pong seen": it is skipped.
         LD_PRELOAD=$work/hop_timing.so "$bench" --tests lat --sizes 8 --side "$side" \
-            --iters 40000 --warmup 1000 --timeout 60 2>&1 >/dev/null |
+            --iters 40000 --blocks 1 --warmup 1000 --timeout 60 2>&1 >/dev/null |
             sed -n "s/^hop_timing: \([0-9]*\) round trips, medians in ns: /$side /p"
     done
 done > "$work/runs"

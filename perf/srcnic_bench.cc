@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -138,6 +139,7 @@ std::string size_name(uint32_t size)
 
 struct Options {
     uint32_t iters = 20000;            // ping-pong round trips measured, per size and side
+    uint32_t blocks = 8;               // ping-pong: blocks the round trips are split into
     uint32_t warmup = 2000;            // ping-pong round trips before measuring
     double seconds = 2.0;              // measurement interval of a throughput test, s
     double warmup_seconds = 0.25;      // throughput: ignored time after the first arrival, s
@@ -149,7 +151,7 @@ struct Options {
     uint32_t window = 0;               // engine window (and floor credit window); 0 = default
     uint32_t mtu = 0;                  // engine datagram size (srcnic_config_t.mtu); 0 = default
     uint32_t datagram = kFloorDatagram; // floor bandwidth stream: datagram size, bytes
-    uint32_t repeat = 1;               // runs of every test; the best figure is kept
+    uint32_t repeat = 1;               // runs of every test (latency: of its blocks)
     uint32_t retries = 2;              // extra runs of a test whose kept figure was preempted
     double loss = 0;                   // engine only: fraction of received datagrams dropped
     bool pin = true;                   // pin the two threads to CPUs 0 and 1
@@ -163,7 +165,9 @@ void usage(FILE *out)
     std::fprintf(out,
                  "usage: srcnic_bench [options]\n"
                  "  --iters N          ping-pong round trips measured per size (default 20000)\n"
-                 "  --warmup N         ping-pong round trips before measuring (default 2000)\n"
+                 "  --blocks N         split them into N blocks, engine and floor taking turns\n"
+                 "                     block by block; figures pool every block (default 8)\n"
+                 "  --warmup N         ping-pong round trips before each block (default 2000)\n"
                  "  --seconds S        measurement interval of each rate/bandwidth test (default 2)\n"
                  "  --sizes LIST       ping-pong message sizes, e.g. 8,1K (default 8,1K)\n"
                  "  --bw-sizes LIST    bandwidth message sizes (default 64K,1M,4M)\n"
@@ -174,10 +178,12 @@ void usage(FILE *out)
                  "                     default 0: the engine's automatic choice)\n"
                  "  --datagram N       floor bandwidth stream: datagram size (default 65000)\n"
                  "  --tests LIST       any of lat,rate,bw (default all)\n"
-                 "  --repeat N         run every test N times, engine and floor alternating, and\n"
-                 "                     keep the best figure of each (default 1)\n"
-                 "  --retries N        run a test up to N more times while one of its kept figures\n"
-                 "                     comes from a thread preempted by other load (default 2)\n"
+                 "  --repeat N         run every test N times, engine and floor alternating;\n"
+                 "                     rate and bandwidth keep the best figure of each, latency\n"
+                 "                     pools all N x blocks blocks (default 1)\n"
+                 "  --retries N        rate, bandwidth: run a test up to N more times while one of\n"
+                 "                     its kept figures comes from a thread preempted by other\n"
+                 "                     load; latency: replace up to N blocks so spoiled (default 2)\n"
                  "  --side S           engine, udp or both (default both)\n"
                  "  --loss P           drop a fraction P (0..0.5) of the datagrams each NIC\n"
                  "                     receives (seeded fault injection), to measure recovery;\n"
@@ -289,6 +295,8 @@ int parse_options(int argc, char **argv, Options *o)
         bool ok = true;
         if (arg == "--iters") {
             ok = parse_uint(value, 1, 100000000, &o->iters);
+        } else if (arg == "--blocks") {
+            ok = parse_uint(value, 1, 1000, &o->blocks);
         } else if (arg == "--warmup") {
             ok = parse_uint(value, 0, 100000000, &o->warmup);
         } else if (arg == "--seconds") {
@@ -348,6 +356,11 @@ int parse_options(int argc, char **argv, Options *o)
             std::fprintf(stderr, "srcnic_bench: bad value for %s: '%s'\n", arg.c_str(), value);
             return 2;
         }
+    }
+    if (o->blocks > o->iters) {
+        std::fprintf(stderr, "srcnic_bench: --blocks %u exceeds --iters %u: a block needs a round trip\n",
+                     o->blocks, o->iters);
+        return 2;
     }
     if (o->loss > 0) {
         o->run_udp = false;
@@ -609,18 +622,51 @@ struct Row {
     }
 };
 
-Figure figure_from(const TestCtx &ctx, double value, std::string note)
+// How a test (or every block of one) went: whether it ran clean and the smallest CPU share
+// each endpoint thread got.
+struct RunStatus {
+    bool ok = true;
+    bool timed_out = false;
+    double cpu_share[2] = {1, 1};
+    std::string error;
+
+    explicit RunStatus(const TestCtx &ctx)
+        : ok(ctx.ok()), timed_out(ctx.timed_out()), cpu_share{ctx.cpu_share[0], ctx.cpu_share[1]},
+          error(ctx.error())
+    {
+    }
+    RunStatus() = default;
+
+    void merge(const RunStatus &other)
+    {
+        ok = ok && other.ok;
+        timed_out = timed_out || other.timed_out;
+        cpu_share[0] = std::min(cpu_share[0], other.cpu_share[0]);
+        cpu_share[1] = std::min(cpu_share[1], other.cpu_share[1]);
+        if (error.empty()) {
+            error = other.error;
+        }
+    }
+    bool preempted() const { return ok && std::min(cpu_share[0], cpu_share[1]) < kFairCpuShare; }
+};
+
+Figure figure_from(const RunStatus &st, double value, const std::string &note)
 {
     Figure f;
     f.ran = true;
-    f.ok = ctx.ok();
-    f.timed_out = ctx.timed_out();
+    f.ok = st.ok;
+    f.timed_out = st.timed_out;
     f.value = f.ok ? value : NAN;
-    f.cpu_share = std::min(ctx.cpu_share[0], ctx.cpu_share[1]);
-    f.note = format("cpu=%.0f%%/%.0f%%", ctx.cpu_share[0] * 100, ctx.cpu_share[1] * 100) +
+    f.cpu_share = std::min(st.cpu_share[0], st.cpu_share[1]);
+    f.note = format("cpu=%.0f%%/%.0f%%", st.cpu_share[0] * 100, st.cpu_share[1] * 100) +
              (note.empty() ? "" : " " + note);
-    f.error = ctx.error();
+    f.error = st.error;
     return f;
+}
+
+Figure figure_from(const TestCtx &ctx, double value, const std::string &note)
+{
+    return figure_from(RunStatus(ctx), value, note);
 }
 
 // Half round trips of a ping-pong, ns.
@@ -628,18 +674,90 @@ struct LatencyFigures {
     Figure median, p99, mean;
 };
 
-LatencyFigures latency_from(const TestCtx &ctx, std::vector<uint64_t> rtt, const std::string &note)
+// Engine counters summed over both NICs (and over blocks), by srcnic_counter_t.
+using Counters = std::array<uint64_t, SRCNIC_CNT_LAST>;
+
+// The counters worth knowing of a run, as "name=value" words.
+std::string counters_text(const Counters &v)
 {
-    double median = NAN, p99 = NAN, mean = NAN;
-    if (!rtt.empty()) {
-        std::sort(rtt.begin(), rtt.end());
-        median = static_cast<double>(rtt[rtt.size() / 2]) / 2e3;
-        p99 = static_cast<double>(rtt[std::min(rtt.size() - 1, rtt.size() * 99 / 100)]) / 2e3;
-        mean = std::accumulate(rtt.begin(), rtt.end(), 0.0) / static_cast<double>(rtt.size()) / 2e3;
+    static const srcnic_counter_t kShown[] = {
+        SRCNIC_CNT_TX_PACKETS, SRCNIC_CNT_ACKS_SENT, SRCNIC_CNT_RETRANSMITS,
+        SRCNIC_CNT_TIMEOUTS, SRCNIC_CNT_RNR_SENT, SRCNIC_CNT_DUPLICATES,
+        SRCNIC_CNT_OUT_OF_ORDER, SRCNIC_CNT_DROP_NO_BUFFER, SRCNIC_CNT_DROP_BAD_CHECKSUM,
+        SRCNIC_CNT_DROP_OUT_OF_WINDOW};
+    std::string s;
+    for (srcnic_counter_t c : kShown) {
+        const bool always = c == SRCNIC_CNT_TX_PACKETS || c == SRCNIC_CNT_ACKS_SENT ||
+                            c == SRCNIC_CNT_RETRANSMITS;
+        if (v[c] != 0 || always) {
+            std::string name = srcnic_counter_name(c);
+            std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+            s += (s.empty() ? "" : " ") + name + "=" + std::to_string(v[c]);
+        }
     }
-    return LatencyFigures{figure_from(ctx, median, note), figure_from(ctx, p99, note),
-                          figure_from(ctx, mean, note)};
+    if (v[SRCNIC_CNT_TX_PACKETS] != 0) {
+        s += " avg_datagram=" + std::to_string(v[SRCNIC_CNT_TX_BYTES] / v[SRCNIC_CNT_TX_PACKETS]);
+    }
+    return s;
 }
+
+// One block of one side of a ping-pong: the round trips it measured (ns) and how it went.
+struct LatencyRun {
+    RunStatus status;
+    std::vector<uint64_t> rtt;
+    Counters counters{};     // engine side only
+};
+
+// Every block of one side of a ping-pong, pooled: the figures are those of all their round trips
+// together; the median of each block is kept to compare blocks that ran side by side.
+struct LatencyPool {
+    bool engine = false;      // show the engine's counters
+    uint32_t blocks = 0;
+    RunStatus status;
+    std::vector<uint64_t> rtt;
+    std::vector<double> block_medians;   // one-way, µs
+    Counters counters{};
+
+    void add(LatencyRun &&run)
+    {
+        if (blocks == 0) {
+            status = run.status;
+        } else {
+            status.merge(run.status);
+        }
+        ++blocks;
+        block_medians.push_back(median_us(run.rtt));
+        rtt.insert(rtt.end(), run.rtt.begin(), run.rtt.end());
+        for (size_t c = 0; c < counters.size(); ++c) {
+            counters[c] += run.counters[c];
+        }
+    }
+
+    LatencyFigures figures() const
+    {
+        std::vector<uint64_t> sorted = rtt;
+        double median = NAN, p99 = NAN, mean = NAN;
+        if (!sorted.empty()) {
+            std::sort(sorted.begin(), sorted.end());
+            median = static_cast<double>(sorted[sorted.size() / 2]) / 2e3;
+            p99 = static_cast<double>(sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)]) / 2e3;
+            mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(sorted.size()) / 2e3;
+        }
+        const std::string note = format("blocks=%u", blocks) + (engine ? " " + counters_text(counters) : "");
+        return LatencyFigures{figure_from(status, median, note), figure_from(status, p99, note),
+                              figure_from(status, mean, note)};
+    }
+
+    // Median half round trip of a block, µs (NAN if it measured none).
+    static double median_us(std::vector<uint64_t> rtt)
+    {
+        if (rtt.empty()) {
+            return NAN;
+        }
+        std::nth_element(rtt.begin(), rtt.begin() + rtt.size() / 2, rtt.end());
+        return static_cast<double>(rtt[rtt.size() / 2]) / 2e3;
+    }
+};
 
 // --- the engine side -------------------------------------------------------------------------
 
@@ -702,33 +820,17 @@ public:
     }
 
     // Counters of both NICs that explain a figure: what went wrong or cost extra packets.
-    std::string counters() const
+    // Both NICs' counters, summed.
+    Counters counter_values() const
     {
-        static const srcnic_counter_t kShown[] = {
-            SRCNIC_CNT_TX_PACKETS, SRCNIC_CNT_ACKS_SENT, SRCNIC_CNT_RETRANSMITS,
-            SRCNIC_CNT_TIMEOUTS, SRCNIC_CNT_RNR_SENT, SRCNIC_CNT_DUPLICATES,
-            SRCNIC_CNT_OUT_OF_ORDER, SRCNIC_CNT_DROP_NO_BUFFER, SRCNIC_CNT_DROP_BAD_CHECKSUM,
-            SRCNIC_CNT_DROP_OUT_OF_WINDOW};
-        std::string s;
-        for (srcnic_counter_t c : kShown) {
-            const uint64_t v = srcnic_nic_counter(a.nic, c) + srcnic_nic_counter(b.nic, c);
-            const bool always = c == SRCNIC_CNT_TX_PACKETS || c == SRCNIC_CNT_ACKS_SENT ||
-                                c == SRCNIC_CNT_RETRANSMITS;
-            if (v != 0 || always) {
-                std::string name = srcnic_counter_name(c);
-                std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-                s += (s.empty() ? "" : " ") + name + "=" + std::to_string(v);
-            }
+        Counters v{};
+        for (int c = 0; c < SRCNIC_CNT_LAST; ++c) {
+            const auto id = static_cast<srcnic_counter_t>(c);
+            v[c] = (a.nic ? srcnic_nic_counter(a.nic, id) : 0) + (b.nic ? srcnic_nic_counter(b.nic, id) : 0);
         }
-        const uint64_t packets = srcnic_nic_counter(a.nic, SRCNIC_CNT_TX_PACKETS) +
-                                 srcnic_nic_counter(b.nic, SRCNIC_CNT_TX_PACKETS);
-        const uint64_t bytes = srcnic_nic_counter(a.nic, SRCNIC_CNT_TX_BYTES) +
-                               srcnic_nic_counter(b.nic, SRCNIC_CNT_TX_BYTES);
-        if (packets != 0) {
-            s += " avg_datagram=" + std::to_string(bytes / packets);
-        }
-        return s;
+        return v;
     }
+    std::string counters() const { return counters_text(counter_values()); }
 
     EngineEnd a, b;
 };
@@ -844,18 +946,19 @@ void engine_finish(TestCtx &ctx, EngineEnd &e, const uint64_t &outstanding, OnCq
     }
 }
 
-LatencyFigures engine_latency(const Options &o, uint32_t size)
+// One block of the engine's ping-pong: o.warmup round trips, then `iters` measured.
+LatencyRun engine_latency(const Options &o, uint32_t size, uint32_t iters)
 {
     TestCtx ctx("srcnic latency " + size_name(size), o.timeout);
     EnginePair pair;
     std::string err;
     if (!pair.open(o, kPingSlots * 2, kPingRecvs, &err)) {
         ctx.fail("%s", err.c_str());
-        return latency_from(ctx, {}, "");
+        return LatencyRun{RunStatus(ctx), {}, {}};
     }
-    const uint64_t total = static_cast<uint64_t>(o.warmup) + o.iters;
+    const uint64_t total = static_cast<uint64_t>(o.warmup) + iters;
     std::vector<uint64_t> rtt;
-    rtt.reserve(o.iters);
+    rtt.reserve(iters);
 
     // One end of the ping-pong: the initiator sends first and times the round trip.
     auto end = [&](EngineEnd &e, bool initiator) {
@@ -948,7 +1051,7 @@ LatencyFigures engine_latency(const Options &o, uint32_t size)
         engine_finish(ctx, e, outstanding, on_cqe);
     };
     run_pair(o, ctx, [&] { end(pair.a, true); }, [&] { end(pair.b, false); });
-    return latency_from(ctx, std::move(rtt), pair.counters());
+    return LatencyRun{RunStatus(ctx), std::move(rtt), pair.counter_values()};
 }
 
 Figure engine_rate(const Options &o)
@@ -1263,18 +1366,19 @@ bool udp_send(TestCtx &ctx, int fd, const uint8_t *buf, uint32_t len)
     return false;
 }
 
-LatencyFigures udp_latency(const Options &o, uint32_t size)
+// One block of the floor's ping-pong: o.warmup round trips, then `iters` measured.
+LatencyRun udp_latency(const Options &o, uint32_t size, uint32_t iters)
 {
     TestCtx ctx("udp latency " + size_name(size), o.timeout);
     Fd fa, fb;
     std::string err;
     if (!udp_pair(&fa, &fb, &err)) {
         ctx.fail("%s", err.c_str());
-        return latency_from(ctx, {}, "");
+        return LatencyRun{RunStatus(ctx), {}, {}};
     }
-    const uint64_t total = static_cast<uint64_t>(o.warmup) + o.iters;
+    const uint64_t total = static_cast<uint64_t>(o.warmup) + iters;
     std::vector<uint64_t> rtt;
-    rtt.reserve(o.iters);
+    rtt.reserve(iters);
 
     auto end = [&](int fd, bool initiator) {
         const Buffer ref(size, initiator ? kTagB : kTagA);
@@ -1318,7 +1422,7 @@ LatencyFigures udp_latency(const Options &o, uint32_t size)
         }
     };
     run_pair(o, ctx, [&] { end(fa.get(), true); }, [&] { end(fb.get(), false); });
-    return latency_from(ctx, std::move(rtt), "");
+    return LatencyRun{RunStatus(ctx), std::move(rtt), {}};
 }
 
 // A one-way stream of datagrams with credit flow control: messages of msg_size bytes, sent from
@@ -1639,7 +1743,7 @@ bool write_json(const std::string &path, const Options &o, const std::vector<Row
         << ",\n  \"date\": " << json_string(when) << ",\n  \"machine\": " << json_string(machine())
         << ",\n  \"load_average_start\": " << json_string(load_start)
         << ",\n  \"load_average_end\": " << json_string(load_end)
-        << ",\n  \"elapsed_s\": " << json_number(elapsed_s) << ",\n  \"config\": {\"iters\": " << o.iters
+        << ",\n  \"elapsed_s\": " << json_number(elapsed_s) << ",\n  \"config\": {\"iters\": " << o.iters << ", \"blocks\": " << o.blocks
         << ", \"warmup\": " << o.warmup << ", \"seconds\": " << json_number(o.seconds)
         << ", \"warmup_seconds\": " << json_number(o.warmup_seconds) << ", \"window\": " << engine_window(o)
         << ", \"engine_mtu\": " << o.mtu << ", \"rate_depth\": " << o.rate_depth << ", \"repeat\": " << o.repeat << ", \"retries\": " << o.retries << ", \"loss\": " << o.loss << ", \"datagram\": " << dgram
@@ -1682,12 +1786,63 @@ void keep_best(Figure *best, const Figure &run, Better better)
     }
 }
 
-// Latency: the run with the lower median, and that run's p99.
-void keep_best(LatencyFigures *best, const LatencyFigures &run)
+// The ping-pong of one message size: o.repeat x o.blocks blocks a side, engine and floor
+// taking turns block by block in the order E F, F E, E F, ... so that both sides sample the
+// same stretches of the machine's time (its speed drifts over seconds, more than a side's
+// block lasts). Each block runs its own warm-up; the measured round trips of a repeat, o.iters,
+// are spread over its blocks. A pair of blocks with a preempted thread is run again, o.retries
+// times at most. Stops at the first block that fails.
+void latency_blocks(const Options &o, uint32_t size, bool floor, LatencyPool *eng, LatencyPool *udp)
 {
-    if (replaces(best->median, run.median, Better::kLower)) {
-        *best = run;
+    eng->engine = true;
+    uint32_t retries = o.retries;
+    const uint32_t total = o.repeat * o.blocks;
+    for (uint32_t b = 0; b < total;) {
+        const uint32_t k = b % o.blocks;
+        const uint32_t iters = static_cast<uint32_t>((static_cast<uint64_t>(o.iters) * (k + 1)) / o.blocks -
+                                                     (static_cast<uint64_t>(o.iters) * k) / o.blocks);
+        LatencyRun e, u;
+        for (int turn = 0; turn < 2; ++turn) {
+            if ((turn == 0) == (b % 2 == 0)) {
+                if (o.run_engine) {
+                    e = engine_latency(o, size, iters);
+                }
+            } else if (floor) {
+                u = udp_latency(o, size, iters);
+            }
+        }
+        if ((e.status.preempted() || u.status.preempted()) && retries > 0) {
+            --retries;
+            continue;
+        }
+        const bool ok = e.status.ok && u.status.ok;
+        if (o.run_engine) {
+            eng->add(std::move(e));
+        }
+        if (floor) {
+            udp->add(std::move(u));
+        }
+        if (!ok) {
+            return;
+        }
+        ++b;
     }
+}
+
+// "pairs 0.98-1.21, median 1.11": the engine's block median over the floor's, block by block.
+std::string pair_ratios(const LatencyPool &eng, const LatencyPool &udp)
+{
+    std::vector<double> r;
+    for (size_t i = 0; i < std::min(eng.block_medians.size(), udp.block_medians.size()); ++i) {
+        r.push_back(eng.block_medians[i] / udp.block_medians[i]);
+    }
+    if (r.empty()) {
+        return "";
+    }
+    std::sort(r.begin(), r.end());
+    const size_t n = r.size();
+    const double median = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+    return format("block_ratio=%.2f-%.2f median=%.2f", r.front(), r.back(), median);
 }
 
 bool preempted(const Figure &f)
@@ -1740,9 +1895,11 @@ int main(int argc, char **argv)
     std::fprintf(stderr, "srcnic_bench: engine %s on %s, load average %s\n", srcnic_version(),
                  machine().c_str(), load_start.c_str());
     std::fprintf(stderr, "  window %u packets, engine mtu %s, floor datagram %u B, socket buffers %u B,\n"
-                 "  threads %s, best of %u (+%u if preempted)\n",
+                 "  threads %s; latency: %u blocks a side, %u round trips in all, engine and floor\n"
+                 "  taking turns, pooled (+%u if preempted); rate, bandwidth: best of %u (+%u if preempted)\n",
                  engine_window(o), o.mtu ? format("%u B", o.mtu).c_str() : "automatic", dgram,
-                 engine_sock_buf(), o.pin ? "pinned to CPUs 0 and 1" : "not pinned", o.repeat, o.retries);
+                 engine_sock_buf(), o.pin ? "pinned to CPUs 0 and 1" : "not pinned", o.repeat * o.blocks,
+                 o.repeat * o.iters, o.retries, o.repeat, o.retries);
     if (o.loss > 0) {
         std::fprintf(stderr, "  each NIC drops %g of the datagrams it receives (fault seed %" PRIu64 "); "
                      "no floor\n", o.loss, kLossSeed);
@@ -1754,23 +1911,25 @@ int main(int argc, char **argv)
             Row med{"latency " + size_name(size) + " median", "us", Better::kLower, 1.15, {}, {}};
             Row p99{"latency " + size_name(size) + " p99", "us", Better::kLower, NAN, {}, {}};
             Row mean{"latency " + size_name(size) + " mean", "us", Better::kLower, NAN, {}, {}};
-            LatencyFigures eng, udp;
             // A message longer than a datagram has no one-datagram floor.
             const bool floor = o.run_udp && size <= kMaxDatagram;
-            run_test(o, [&] {
-                if (o.run_engine) {
-                    keep_best(&eng, engine_latency(o, size));
-                }
+            LatencyPool eng_pool, udp_pool;
+            latency_blocks(o, size, floor, &eng_pool, &udp_pool);
+            if (o.run_engine) {
+                const LatencyFigures eng = eng_pool.figures();
+                med.engine = eng.median;
+                p99.engine = eng.p99;
+                mean.engine = eng.mean;
                 if (floor) {
-                    keep_best(&udp, udp_latency(o, size));
+                    med.engine.note += " " + pair_ratios(eng_pool, udp_pool);
                 }
-            }, {&eng.median, &udp.median});
-            med.engine = eng.median;
-            p99.engine = eng.p99;
-            mean.engine = eng.mean;
-            med.udp = udp.median;
-            p99.udp = udp.p99;
-            mean.udp = udp.mean;
+            }
+            if (floor) {
+                const LatencyFigures udp = udp_pool.figures();
+                med.udp = udp.median;
+                p99.udp = udp.p99;
+                mean.udp = udp.mean;
+            }
             report(med);
             rows.push_back(med);
             rows.push_back(p99);
