@@ -64,36 +64,36 @@ typedef struct srcnic_config {
     uint64_t fault_seed;       /* seed of the fault generator (default 1) */
 } srcnic_config_t;
 
-void srcnic_config_init(srcnic_config_t *config);
+SRCNIC_API void srcnic_config_init(srcnic_config_t *config);
 
 /* The engine's version, "MAJOR.MINOR.PATCH". */
-const char *srcnic_version(void);
+SRCNIC_API const char *srcnic_version(void);
 
 /* --- NIC ------------------------------------------------------------------------------- */
 
-srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **nic_p);
-void srcnic_nic_destroy(srcnic_nic_t *nic);
-void srcnic_nic_query_addr(const srcnic_nic_t *nic, srcnic_nic_addr_t *addr_p);
+SRCNIC_API srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **nic_p);
+SRCNIC_API void srcnic_nic_destroy(srcnic_nic_t *nic);
+SRCNIC_API void srcnic_nic_query_addr(const srcnic_nic_t *nic, srcnic_nic_addr_t *addr_p);
 /* Largest message (SEND, WRITE or READ), bytes. */
-size_t srcnic_nic_max_msg(const srcnic_nic_t *nic);
+SRCNIC_API size_t srcnic_nic_max_msg(const srcnic_nic_t *nic);
 
 /* Moves everything forward: receive, respond, complete, transmit, retransmit. Returns the
  * number of packets and completions handled (0 = idle). Never blocks. */
-unsigned srcnic_nic_progress(srcnic_nic_t *nic);
+SRCNIC_API unsigned srcnic_nic_progress(srcnic_nic_t *nic);
 
 /* The doorbell: transmits what the send rings hold (within the connections' windows) and the
  * acknowledgements that are due, and receives nothing. Work posted to a send ring otherwise
  * leaves on the next srcnic_nic_progress(); ringing after a post sends it at once, without
  * waiting for the caller's next progress call. Returns the number of WQEs and packets handled.
  * Never blocks. */
-unsigned srcnic_nic_transmit(srcnic_nic_t *nic);
+SRCNIC_API unsigned srcnic_nic_transmit(srcnic_nic_t *nic);
 
 /* A file descriptor that polls readable when progress has work (a packet arrived or a timer
  * is due), after srcnic_nic_arm() returned OK. */
-int srcnic_nic_event_fd(const srcnic_nic_t *nic);
+SRCNIC_API int srcnic_nic_event_fd(const srcnic_nic_t *nic);
 /* Arms the event fd. BUSY if work is already pending (a completion not yet polled, a packet
  * waiting, data to transmit): call progress instead of sleeping. */
-srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic);
+SRCNIC_API srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic);
 
 /* --- counters -------------------------------------------------------------------------- */
 
@@ -138,12 +138,12 @@ typedef enum srcnic_counter {
     SRCNIC_CNT_LAST
 } srcnic_counter_t;
 
-uint64_t srcnic_nic_counter(const srcnic_nic_t *nic, srcnic_counter_t counter);
-const char *srcnic_counter_name(srcnic_counter_t counter);
+SRCNIC_API uint64_t srcnic_nic_counter(const srcnic_nic_t *nic, srcnic_counter_t counter);
+SRCNIC_API const char *srcnic_counter_name(srcnic_counter_t counter);
 /* Bytes of engine state held for one connection (excluding shared packet buffers). */
-size_t srcnic_conn_state_bytes(const srcnic_nic_t *nic);
+SRCNIC_API size_t srcnic_conn_state_bytes(const srcnic_nic_t *nic);
 /* Connections currently open. */
-unsigned srcnic_nic_num_connections(const srcnic_nic_t *nic);
+SRCNIC_API unsigned srcnic_nic_num_connections(const srcnic_nic_t *nic);
 
 /* --- QPs ------------------------------------------------------------------------------- */
 
@@ -152,35 +152,36 @@ typedef struct srcnic_qp_config {
     uint32_t rq_size;    /* receive ring entries (power of 2; default 256) */
 } srcnic_qp_config_t;
 
-void srcnic_qp_config_init(srcnic_qp_config_t *config);
-srcnic_status_t srcnic_qp_create(srcnic_nic_t *nic, const srcnic_qp_config_t *config,
-                                 srcnic_qp_t **qp_p);
+SRCNIC_API void srcnic_qp_config_init(srcnic_qp_config_t *config);
+SRCNIC_API srcnic_status_t srcnic_qp_create(srcnic_nic_t *nic,
+                                            const srcnic_qp_config_t *config,
+                                            srcnic_qp_t **qp_p);
 /* Completes every outstanding work request with CANCELED (not polled) and frees the QP. */
-void srcnic_qp_destroy(srcnic_qp_t *qp);
-uint32_t srcnic_qp_num(const srcnic_qp_t *qp);
+SRCNIC_API void srcnic_qp_destroy(srcnic_qp_t *qp);
+SRCNIC_API uint32_t srcnic_qp_num(const srcnic_qp_t *qp);
 
 /* Posts a SEND, WRITE or READ. NO_RESOURCE if the send ring is full; INVALID_PARAM for a
  * malformed WQE (bad opcode, too many SGEs, inline too long, message too long). */
-srcnic_status_t srcnic_post_send(srcnic_qp_t *qp, const srcnic_wqe_t *wqe);
+SRCNIC_API srcnic_status_t srcnic_post_send(srcnic_qp_t *qp, const srcnic_wqe_t *wqe);
 /* Posts a receive buffer. NO_RESOURCE if the receive ring is full. */
-srcnic_status_t srcnic_post_recv(srcnic_qp_t *qp, const srcnic_recv_wqe_t *wqe);
+SRCNIC_API srcnic_status_t srcnic_post_recv(srcnic_qp_t *qp, const srcnic_recv_wqe_t *wqe);
 /* Cancels the work this QP has outstanding towards dest with the given WQE tag (0: any tag):
  * each request completes at once with CANCELED (requests partly transmitted are finished on
  * the wire as NOPs, so the peer never sees a torn message). Returns how many were cancelled. */
-unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest, uint32_t tag);
+SRCNIC_API unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest, uint32_t tag);
 /* Takes up to max completions; returns how many were written to cqes. */
-unsigned srcnic_poll_cq(srcnic_qp_t *qp, srcnic_cqe_t *cqes, unsigned max);
+SRCNIC_API unsigned srcnic_poll_cq(srcnic_qp_t *qp, srcnic_cqe_t *cqes, unsigned max);
 /* Work requests posted and not yet polled as completions. */
-unsigned srcnic_qp_outstanding(const srcnic_qp_t *qp);
+SRCNIC_API unsigned srcnic_qp_outstanding(const srcnic_qp_t *qp);
 
 /* --- protection domains and memory regions --------------------------------------------- */
 
 /* A protection domain holds memory regions; every NIC created with it (srcnic_config_t.pd)
  * accepts remote accesses to them. Registration is thread-safe. Destroy it after its NICs. */
-srcnic_status_t srcnic_pd_create(srcnic_pd_t **pd_p);
-void srcnic_pd_destroy(srcnic_pd_t *pd);
-srcnic_status_t srcnic_pd_mr_reg(srcnic_pd_t *pd, void *addr, size_t length, unsigned access,
-                                 srcnic_mr_t **mr_p);
+SRCNIC_API srcnic_status_t srcnic_pd_create(srcnic_pd_t **pd_p);
+SRCNIC_API void srcnic_pd_destroy(srcnic_pd_t *pd);
+SRCNIC_API srcnic_status_t srcnic_pd_mr_reg(srcnic_pd_t *pd, void *addr, size_t length,
+                                            unsigned access, srcnic_mr_t **mr_p);
 
 enum {
     SRCNIC_ACCESS_REMOTE_READ  = 1u << 0,
@@ -188,21 +189,22 @@ enum {
 };
 
 /* Registers in the NIC's protection domain. */
-srcnic_status_t srcnic_mr_reg(srcnic_nic_t *nic, void *addr, size_t length, unsigned access,
-                              srcnic_mr_t **mr_p);
+SRCNIC_API srcnic_status_t srcnic_mr_reg(srcnic_nic_t *nic, void *addr, size_t length,
+                                         unsigned access, srcnic_mr_t **mr_p);
 /* The key a peer presents to access the region; unguessable, never reused by the NIC. */
-uint64_t srcnic_mr_rkey(const srcnic_mr_t *mr);
-void srcnic_mr_dereg(srcnic_mr_t *mr);
+SRCNIC_API uint64_t srcnic_mr_rkey(const srcnic_mr_t *mr);
+SRCNIC_API void srcnic_mr_dereg(srcnic_mr_t *mr);
 
 /* --- destinations ---------------------------------------------------------------------- */
 
 /* Names (remote NIC, remote QP). Looks up or reserves the connection slot for the remote NIC
  * and sends nothing. NO_RESOURCE if the peer table is full. */
-srcnic_status_t srcnic_dest_create(srcnic_nic_t *nic, const srcnic_nic_addr_t *remote,
-                                   uint32_t remote_qpn, srcnic_dest_t *dest_p);
+SRCNIC_API srcnic_status_t srcnic_dest_create(srcnic_nic_t *nic,
+                                              const srcnic_nic_addr_t *remote,
+                                              uint32_t remote_qpn, srcnic_dest_t *dest_p);
 /* OK while the destination's connection is usable; else why it failed
  * (ENDPOINT_TIMEOUT, CONNECTION_RESET). */
-srcnic_status_t srcnic_dest_status(const srcnic_nic_t *nic, srcnic_dest_t dest);
+SRCNIC_API srcnic_status_t srcnic_dest_status(const srcnic_nic_t *nic, srcnic_dest_t dest);
 
 #ifdef __cplusplus
 }

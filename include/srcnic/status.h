@@ -3,6 +3,15 @@
 #ifndef SRCNIC_STATUS_H
 #define SRCNIC_STATUS_H
 
+/* Marks the functions of the public API: the engine is built with hidden visibility, so that
+ * its internal calls bind within the library (direct, and open to inlining), and only these are
+ * exported. They stay preemptible: a preload library can wrap them (perf/src_probe.c). */
+#if defined(__GNUC__)
+#define SRCNIC_API __attribute__((visibility("default")))
+#else
+#define SRCNIC_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,7 +52,7 @@ typedef enum srcnic_status {
 } srcnic_status_t;
 
 /* A static, human-readable description of a status ("unknown status" for other values). */
-const char *srcnic_status_string(srcnic_status_t status);
+SRCNIC_API const char *srcnic_status_string(srcnic_status_t status);
 
 #ifdef __cplusplus
 }
