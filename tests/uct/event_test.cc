@@ -134,9 +134,12 @@ TEST_F(UctSrcFastAsync, async_progress__runs_only_while_the_user_does_not_progre
         std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     const unsigned long busy = uct_src_test_async_runs(b_.iface) - busy_start;
+    // A tick may still run the engine when this thread was off the CPU for a whole interval
+    // (rightly: the user did not progress then); on a loaded machine under ASan that was 11 of
+    // 97. Without the skip, busy is about idle.
     EXPECT_GE(idle, 10u) << "the background progress did not run while the user was idle";
-    EXPECT_LE(busy, idle / 10) << "the background progress ran " << busy << " times in 0.2 s "
-                               << "while the user progressed (" << idle << " while idle)";
+    EXPECT_LE(busy, idle / 4) << "the background progress ran " << busy << " times in 0.2 s "
+                              << "while the user progressed (" << idle << " while idle)";
 }
 
 // b is quiet and a retransmits only after 3 s: within that time only the acknowledgement can
