@@ -390,11 +390,17 @@ __attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t r
         z2 = _mm512_xor_si512(fold512(z2, k2048), load512(p + 128));
         z3 = _mm512_xor_si512(fold512(z3, k2048), load512(p + 192));
     }
-    // Join the registers (they cover consecutive 64-byte blocks), then the lanes of the one
-    // left (consecutive 16-byte chunks).
+    // Join the registers (they cover consecutive 64-byte blocks); fold the one left over the
+    // whole 64-byte blocks that remain, 512 bits at a time (a 1 KiB packet has 96 bytes after
+    // the loop: one step instead of four of the serial 16-byte ones below); then join its lanes
+    // (consecutive 16-byte chunks).
+    const __m512i k512 = broadcast(k.d512);
     __m512i z = _mm512_xor_si512(
         _mm512_xor_si512(fold512(z0, broadcast(k.d1536)), fold512(z1, broadcast(k.d1024))),
-        _mm512_xor_si512(fold512(z2, broadcast(k.d512)), z3));
+        _mm512_xor_si512(fold512(z2, k512), z3));
+    for (; len >= 64; p += 64, len -= 64) {
+        z = _mm512_xor_si512(fold512(z, k512), load512(p));
+    }
     const __m128i k128 = vec128(k.d128);
     __m128i x = _mm_xor_si128(
         _mm_xor_si128(fold(_mm512_extracti32x4_epi32(z, 0), vec128(k.d384)),
