@@ -738,12 +738,14 @@ struct LatencyPool {
         std::vector<uint64_t> sorted = rtt;
         double median = NAN, p99 = NAN, mean = NAN;
         if (!sorted.empty()) {
+            const size_t n = sorted.size();
             std::sort(sorted.begin(), sorted.end());
-            median = static_cast<double>(sorted[sorted.size() / 2]) / 2e3;
-            p99 = static_cast<double>(sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)]) / 2e3;
-            mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(sorted.size()) / 2e3;
+            median = static_cast<double>(sorted[n / 2]) / 2e3;
+            p99 = static_cast<double>(sorted[std::min(n - 1, n * 99 / 100)]) / 2e3;
+            mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(n) / 2e3;
         }
-        const std::string note = format("blocks=%u", blocks) + (engine ? " " + counters_text(counters) : "");
+        const std::string note =
+            format("blocks=%u", blocks) + (engine ? " " + counters_text(counters) : "");
         return LatencyFigures{figure_from(status, median, note), figure_from(status, p99, note),
                               figure_from(status, mean, note)};
     }
@@ -819,17 +821,18 @@ public:
         return true;
     }
 
-    // Counters of both NICs that explain a figure: what went wrong or cost extra packets.
     // Both NICs' counters, summed.
     Counters counter_values() const
     {
         Counters v{};
         for (int c = 0; c < SRCNIC_CNT_LAST; ++c) {
             const auto id = static_cast<srcnic_counter_t>(c);
-            v[c] = (a.nic ? srcnic_nic_counter(a.nic, id) : 0) + (b.nic ? srcnic_nic_counter(b.nic, id) : 0);
+            v[c] = (a.nic ? srcnic_nic_counter(a.nic, id) : 0) +
+                   (b.nic ? srcnic_nic_counter(b.nic, id) : 0);
         }
         return v;
     }
+    // The counters that explain a figure: what went wrong or cost extra packets.
     std::string counters() const { return counters_text(counter_values()); }
 
     EngineEnd a, b;
@@ -1798,9 +1801,9 @@ void latency_blocks(const Options &o, uint32_t size, bool floor, LatencyPool *en
     uint32_t retries = o.retries;
     const uint32_t total = o.repeat * o.blocks;
     for (uint32_t b = 0; b < total;) {
-        const uint32_t k = b % o.blocks;
-        const uint32_t iters = static_cast<uint32_t>((static_cast<uint64_t>(o.iters) * (k + 1)) / o.blocks -
-                                                     (static_cast<uint64_t>(o.iters) * k) / o.blocks);
+        // Block k of a repeat measures its share of o.iters (the shares add up to o.iters).
+        const uint64_t k = b % o.blocks;
+        const auto iters = static_cast<uint32_t>(o.iters * (k + 1) / o.blocks - o.iters * k / o.blocks);
         LatencyRun e, u;
         for (int turn = 0; turn < 2; ++turn) {
             if ((turn == 0) == (b % 2 == 0)) {
