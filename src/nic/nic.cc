@@ -243,7 +243,9 @@ unsigned Nic::progress()
     tx_urgent_ = false;   // what came before is transmit()'s: activate_now also set tx_due_
     const unsigned got = rx_poll();
     n += got;
-    if (got != 0 && (tx_urgent_ || tx_count_ != 0)) {
+    // Timers that expired in transmit() run now that what the link held has been applied.
+    if ((got != 0 && (tx_urgent_ || tx_count_ != 0)) || timers_due_) {
+        timers_due_ = false;
         n += tx_schedule(now(), true);
         tx_flush();
     }

@@ -139,7 +139,7 @@ private:
     PacketHeader *tx_slot(const LinkAddr &dst, struct iovec **iov_p);
     void tx_commit(uint32_t iovcnt, Connection *c);
     void tx_flush();
-    void check_timers(Connection *c, uint64_t now);
+    void check_timers(Connection *c, uint64_t now, bool after_rx);
     void arm_probe(Connection *c, uint64_t now);
     void send_probe(Connection *c, uint64_t now);
     void start_resend(Connection *c, uint32_t from, uint32_t end);
@@ -247,6 +247,7 @@ private:
     uint32_t tx_count_ = 0;
     bool tx_due_ = false;           // a connection was activated since transmit() last scheduled
     bool tx_urgent_ = false;        // a receive made something to send in the same progress call
+    bool timers_due_ = false;       // a timer expired before the receive: progress() runs it after
     uint32_t tx_idle_calls_ = 0;    // transmit() calls that skipped scheduling since it last ran
     bool tx_blocked_ = false;       // the link would block: stop generating packets
 

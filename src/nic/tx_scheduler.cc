@@ -254,7 +254,7 @@ void Nic::tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn)
     tx_commit(0, nullptr);
 }
 
-void Nic::check_timers(Connection *c, uint64_t now)
+void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
 {
     if (c->rnr_until_ns != 0 && now >= c->rnr_until_ns) {
         c->rnr_until_ns = 0;
@@ -262,6 +262,17 @@ void Nic::check_timers(Connection *c, uint64_t now)
     if (!c->unacked()) {
         c->rto_deadline_ns = 0;
         c->probe_deadline_ns = 0;
+        return;
+    }
+    // An expired timer fires only after the link has been read: the acknowledgement that
+    // makes it moot may be waiting there. A sender busy transmitting (a bandwidth stream: a
+    // window of 60 KB datagrams between two receives) otherwise timed out with the ack in its
+    // socket and resent up to a window the peer already held. progress() runs the timers
+    // again right after its receive; transmit() alone (the doorbell) leaves them to it.
+    const bool probe_due = c->probe_deadline_ns != 0 && now >= c->probe_deadline_ns;
+    const bool rto_due = c->rto_deadline_ns != 0 && now >= c->rto_deadline_ns;
+    if ((probe_due || rto_due) && !after_rx) {
+        timers_due_ = true;
         return;
     }
     if (c->probe_deadline_ns != 0 && now >= c->probe_deadline_ns) {
@@ -366,7 +377,7 @@ unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
     for (size_t i = 0; i < active_.size();) {
         Connection *c = active_[i];
         if (c->state == ConnState::kOpen) {
-            check_timers(c, now);
+            check_timers(c, now, after_rx);
         }
         if (c->state != ConnState::kOpen) {
             c->in_active = false;

@@ -191,6 +191,43 @@ TEST_F(TxScheduler, tx_packet__first_request_opens_then_rto_retransmits_then_ack
     EXPECT_EQ(kFlagFirst | kFlagLast | kFlagAckReq, next.h.flags);
 }
 
+// An expired timer waits for what the link holds: a sender busy transmitting reads its socket
+// only between passes, and the acknowledgement that makes the timeout moot may be waiting there
+// (a bandwidth stream timed out with it and resent a window the peer held).
+TEST_F(TxScheduler, check_timers__expired_rto_yields_to_the_ack_waiting_in_the_link)
+{
+    post_send(1, 10);
+    Packet first;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &first));
+    const uint64_t sent_ns = now_ns();
+    peer_->nic_conn(first.h.src_conn);
+    Counters before(*nic_);
+    // receive ACK ack_psn 2, left in the Nic's link: the Nic does not progress until well past
+    // the RTO (a deadline, not a sleep: only the time that passes matters)
+    ack_nic(2, 1);
+    while (now_ns() < sent_ns + 3 * kRtoUs * kNsPerUs) {
+    }
+    // post SEND 2, so that the call's first pass schedules the connection with its timer due /
+    // expect SEND psn 2 and no timeout: the ack in the link is read before the timer fires
+    post_send(2, 10);
+    nic_->progress();
+    const std::vector<Packet> out = peer_->receive();
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_RETRANSMITS));
+    ASSERT_EQ(1u, out.size());
+    EXPECT_EQ(kSend, out[0].h.opcode);
+    EXPECT_EQ(2u, out[0].h.psn);
+    srcnic_cqe_t cqe;
+    ASSERT_EQ(1u, qp_->poll_cq(&cqe, 1)) << "the ack completed SEND 1 in the same call";
+    EXPECT_EQ(1u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    // do not acknowledge psn 2 / expect its timeout as before: after the RTO, with ACK_REQ
+    Packet again;
+    ASSERT_TRUE(await([](const Packet &p) { return p.h.psn == 2 && (p.h.flags & kFlagAckReq); },
+                      &again));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TIMEOUTS));
+}
+
 // A segment's payload (here at most kSegPayload, under the Nic's kTxCopyMax) is copied behind
 // its header and checksummed in one pass; the longer payloads of links with larger datagrams
 // go as gather lists (covered end to end by the link tests). Every packet passes the receive
