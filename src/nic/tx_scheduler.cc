@@ -271,19 +271,21 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
     // again right after its receive; transmit() alone (the doorbell) leaves them to it.
     const bool probe_due = c->probe_deadline_ns != 0 && now >= c->probe_deadline_ns;
     const bool rto_due = c->rto_deadline_ns != 0 && now >= c->rto_deadline_ns;
-    if ((probe_due || rto_due) && !after_rx) {
+    if (!probe_due && !rto_due) {
+        return;
+    }
+    if (!after_rx) {
         timers_due_ = true;
         return;
     }
-    if (c->probe_deadline_ns != 0 && now >= c->probe_deadline_ns) {
+    if (probe_due) {
         c->probe_deadline_ns = 0;
-        if (c->rnr_until_ns == 0 && !c->recovering &&
-            (c->rto_deadline_ns == 0 || now < c->rto_deadline_ns)) {
+        if (c->rnr_until_ns == 0 && !c->recovering && !rto_due) {
             send_probe(c, now);
             return;
         }
     }
-    if (c->rto_deadline_ns == 0 || now < c->rto_deadline_ns) {
+    if (!rto_due) {
         return;
     }
     count(SRCNIC_CNT_TIMEOUTS);
