@@ -252,8 +252,10 @@ TEST(wire_crc32c, crc32c__equals_sw_around_interleave_boundaries)
     for (int round = 0; round < 200; round++) {
         lengths.push_back(random.below(3 * 65536 + 1));
     }
-    // Folding joins 16-byte chunks, 64-byte blocks and 256-byte rounds: lengths around those.
-    for (size_t base : {size_t(1024), size_t(1280), size_t(4096)}) {
+    // Folding joins 16-byte chunks, 64-byte blocks and 256-byte rounds, from 256 bytes on:
+    // lengths around those.
+    for (size_t base : {size_t(256), size_t(512), size_t(768), size_t(1024), size_t(1280),
+                        size_t(4096)}) {
         for (size_t delta = 0; delta <= 80; delta++) {
             lengths.push_back(base + delta);
         }
@@ -269,9 +271,10 @@ TEST(wire_crc32c, crc32c__equals_sw_around_interleave_boundaries)
     }
 }
 
-// Short buffers from 96 bytes (a packet header) up to the three-block path run as three chains
-// joined by carry-less multiplication: every length through that range and past it, at
-// several alignments and register values, against the portable path.
+// Short buffers from 96 bytes (a packet header) run as three chains joined by carry-less
+// multiplication, and from 256 bytes on the CPUs that have it fold with VPCLMULQDQ: every
+// length through those ranges and past them, at several alignments and register values,
+// against the portable path.
 TEST(wire_crc32c, crc32c__equals_sw_on_every_short_length)
 {
     Random random(test_seed());
@@ -301,7 +304,8 @@ TEST(wire_crc32c, crc32c__data_ending_at_an_unmapped_page)
     for (size_t i = 0; i < data_len; i++) {
         data[i] = static_cast<uint8_t>(random.next());
     }
-    for (size_t len : {size_t(1024), size_t(1280), size_t(4096), size_t(8191), data_len}) {
+    for (size_t len : {size_t(256), size_t(700), size_t(1024), size_t(1280), size_t(4096),
+                       size_t(8191), data_len}) {
         const uint8_t *p = data + data_len - len;
         EXPECT_EQ(crc32c_sw(0, p, len), crc32c(0, p, len)) << "len " << len;
     }
