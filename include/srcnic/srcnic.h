@@ -129,7 +129,8 @@ SRCNIC_API srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic);
     _(ACCESS_ERRORS,       "remote accesses refused by the memory-region check") \
     _(RECV_TRUNCATED,      "SENDs refused: larger than the posted receive buffer") \
     _(NO_SUCH_QP,          "requests refused: destination QP does not exist") \
-    _(TAIL_PROBES,         "tail-loss probes: a packet resent after two round trips without an ack")
+    _(TAIL_PROBES,         "tail-loss probes: a packet resent after two round trips without an ack") \
+    _(SPURIOUS_TIMEOUTS,   "timeouts an ack showed needless: it covered packets never resent")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

@@ -80,6 +80,7 @@ struct alignas(64) Connection {
     uint32_t resend_end = 1;       // end (exclusive) of the current retransmission run
     bool recovering = false;       // after a timeout, until recover_psn is acknowledged
     uint32_t recover_psn = 0;      //   send_psn when the timeout fired
+    uint32_t recover_resent = 0;   //   PSNs before it were resent during the recovery
     uint64_t peer_sack = 0;        // receiver's newest selective-ack bitmap ...
     uint32_t sack_base = 1;        //   ... of the PSNs after its cumulative ack, this one
     TxMsg *head = nullptr;         // oldest message (PSN order)

@@ -352,9 +352,21 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
         if (c->recovering) {
             if (!psn_before(h.ack_psn, c->recover_psn)) {
                 c->recovering = false;
+            } else if (psn_before(c->recover_resent, h.ack_psn) && h.sack == 0) {
+                // The peer acknowledged a packet the recovery never resent, and holds nothing
+                // out of order: the first transmissions arrived, so the timeout found a peer
+                // slow to answer (a thread off its CPU for a few ms), not a lost flight.
+                // Resending what follows would duplicate the packets waiting in its socket; a
+                // lost tail is left to the probe and the timer. (An ack that shows holes keeps
+                // the recovery going: under heavy loss, resending ahead of the holes is what
+                // repairs the flight fastest.)
+                c->recovering = false;
+                count(SRCNIC_CNT_SPURIOUS_TIMEOUTS);
             } else {
-                // Partial ack after a timeout: what follows was probably lost too.
-                start_resend(c, h.ack_psn, h.ack_psn + std::min(2 * advanced, config_.window));
+                // Partial ack of the packets resent so far: what follows was probably lost too.
+                const uint32_t end = h.ack_psn + std::min(2 * advanced, config_.window);
+                start_resend(c, h.ack_psn, end);
+                c->recover_resent = end;
             }
         }
         // The probe timer restarts here, where every ack is seen first (apply_ack may come

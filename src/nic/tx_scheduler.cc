@@ -308,6 +308,7 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
     c->recovering = true;
     c->recover_psn = c->send_psn;
     const uint32_t oldest = c->oldest_unreported();
+    c->recover_resent = oldest + 1;
     if (psn_before(oldest, c->send_psn)) {
         start_resend(c, oldest, oldest + 1);
     } else {

@@ -8,6 +8,18 @@ namespace {
 
 constexpr uint8_t kSend = static_cast<uint8_t>(Opcode::kSEND);
 
+// The PSNs of the SENDs among packets, in order.
+std::vector<uint32_t> send_psns(const std::vector<Packet> &packets)
+{
+    std::vector<uint32_t> psns;
+    for (const Packet &q : packets) {
+        if (q.h.opcode == kSend) {
+            psns.push_back(q.h.psn);
+        }
+    }
+    return psns;
+}
+
 class TxScheduler : public ProtocolTest {
 protected:
     void SetUp() override
@@ -113,18 +125,6 @@ protected:
         return p.h.psn;
     }
 
-    // The PSNs of the SENDs among packets, in order.
-    static std::vector<uint32_t> send_psns(const std::vector<Packet> &packets)
-    {
-        std::vector<uint32_t> psns;
-        for (const Packet &q : packets) {
-            if (q.h.opcode == kSend) {
-                psns.push_back(q.h.psn);
-            }
-        }
-        return psns;
-    }
-
     // Receive / expect: an ACK of everything before ack_psn, then the SENDs wr_ids first..last
     // completed in order.
     void ack_and_complete(uint32_t ack_psn, uint64_t first, uint64_t last)
@@ -226,6 +226,82 @@ TEST_F(TxScheduler, check_timers__expired_rto_yields_to_the_ack_waiting_in_the_l
     ASSERT_TRUE(await([](const Packet &p) { return p.h.psn == 2 && (p.h.flags & kFlagAckReq); },
                       &again));
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TIMEOUTS));
+}
+
+// Timeouts and their recovery, with an RTO long enough that a test thread off its CPU for a few
+// ms between two steps does not see a second timeout (the steps run for a quarter of it).
+class TxSchedulerRecovery : public TxScheduler {
+protected:
+    static constexpr uint32_t kRecoveryRtoUs = 40000;
+
+    srcnic_config_t config() override
+    {
+        srcnic_config_t c = protocol_config();
+        c.rto_us = c.rto_max_us = kRecoveryRtoUs;
+        return c;
+    }
+};
+
+// A timeout that met a peer slow to answer, not a lost flight (its thread off the CPU for a few
+// ms, the window waiting in its socket): the ack that follows covers packets the recovery never
+// resent, and that ends the recovery. It costs one packet, not a window of duplicates.
+TEST_F(TxSchedulerRecovery, timeout__ack_of_packets_never_resent_ends_the_recovery)
+{
+    fill_window();   // PSNs 1..16 out; 17..20 wait for the window
+    Counters before(*nic_);
+    // do not acknowledge / expect PSN 1 alone again after the RTO, with ACK_REQ
+    Packet again;
+    std::vector<Packet> skipped;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &again, &skipped));
+    EXPECT_EQ(1u, again.h.psn);
+    EXPECT_NE(0, again.h.flags & kFlagAckReq);
+    EXPECT_TRUE(skipped.empty());
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    // receive ACK ack_psn 9: the first transmissions of 2..8 arrived / expect 17..20, let into
+    // the window, and nothing resent for a quarter of an RTO
+    ack_nic(9, 1);
+    const std::vector<Packet> out = run_for(kRecoveryRtoUs / 4);
+    EXPECT_EQ((std::vector<uint32_t>{17, 18, 19, 20}), send_psns(out));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_RETRANSMITS));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_SPURIOUS_TIMEOUTS));
+    // receive ACK of everything / expect the SEND completed
+    ack_nic(21, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(1u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+}
+
+// A flight that was lost: each ack covers only packets the recovery resent, and each resends
+// twice as many as it acknowledged, the way a slow start grows.
+TEST_F(TxSchedulerRecovery, timeout__acks_of_resent_packets_resend_twice_as_many)
+{
+    fill_window();
+    Counters before(*nic_);
+    // do not acknowledge / expect PSN 1 alone again after the RTO
+    Packet again;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &again));
+    EXPECT_EQ(1u, again.h.psn);
+    // receive ACK 2, then 4, then 8 (each covering what was resent) / expect 2-3, then 4-7,
+    // then 8-15 resent, well before another RTO, each run followed by the new PSNs (up to 20)
+    // the ack let into the window
+    const struct {
+        uint32_t ack_psn;
+        std::vector<uint32_t> sent;
+    } steps[] = {{2, {2, 3, 17}},
+                 {4, {4, 5, 6, 7, 18, 19}},
+                 {8, {8, 9, 10, 11, 12, 13, 14, 15, 20}}};
+    for (const auto &step : steps) {
+        ack_nic(step.ack_psn, 1);
+        EXPECT_EQ(step.sent, send_psns(run_for(kRecoveryRtoUs / 4)))
+            << "after ack " << step.ack_psn;
+    }
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_SPURIOUS_TIMEOUTS));
+    ack_nic(21, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
 }
 
 // A segment's payload (here at most kSegPayload, under the Nic's kTxCopyMax) is copied behind
