@@ -339,8 +339,8 @@ __attribute__((target("sse4.2,pclmul"))) inline __m128i load128(const uint8_t *p
 #endif
 
 // The shortest buffer folded with VPCLMULQDQ: the loop's first round loads 256 bytes, and from
-// there folding beats the interleaved crc32 chains (here 512-1023 bytes took 17-36 ns folded,
-// 25-67 ns in chains; below 256 the chains are as fast and need no joining).
+// there folding beats the interleaved crc32 chains (here 512-1023 bytes take 16-25 ns folded,
+// 24-63 ns in chains; below 256 the chains are as fast and need no joining).
 constexpr size_t kVclmulMin = 256;
 
 // Bytes ahead of the folding loop that it prefetches (1 KiB measured best of 0.5-4 KiB).
