@@ -57,21 +57,40 @@ protected:
         peer_->nic_conn(out[0].h.src_conn);
     }
 
+    // Receive / expect: an ACK of everything before ack_psn, then the SENDs wr_ids first..last
+    // completed in order.
+    void ack_and_complete(uint32_t ack_psn, uint64_t first, uint64_t last)
+    {
+        ack_nic(ack_psn, 1);
+        for (uint64_t wr_id = first; wr_id <= last; ++wr_id) {
+            srcnic_cqe_t cqe;
+            ASSERT_TRUE(await_cqe(qp_, &cqe));
+            EXPECT_EQ(wr_id, cqe.wr_id);
+            EXPECT_EQ(SRCNIC_OK, cqe.status);
+        }
+    }
+
     srcnic_dest_t dest_{};
     std::vector<std::vector<uint8_t>> sends_;   // payloads of posted SENDs
 };
 
-// A retransmission timeout long enough that no timer fires while a test looks at one exchange.
-class TxSchedulerSlowRto : public TxScheduler {
+// The same with a retransmission timeout of its own (rto_us = rto_max_us = kRtoUs_).
+template <uint32_t kRtoUs_>
+class TxSchedulerWithRto : public TxScheduler {
 protected:
-    static constexpr uint32_t kSlowRtoUs = 500000;
-
     srcnic_config_t config() override
     {
         srcnic_config_t c = protocol_config();
-        c.rto_us = c.rto_max_us = kSlowRtoUs;
+        c.rto_us = c.rto_max_us = kRtoUs_;
         return c;
     }
+};
+
+// A retransmission timeout long enough that no timer fires while a test looks at one exchange.
+constexpr uint32_t kSlowRtoUs = 500000;
+
+class TxSchedulerSlowRto : public TxSchedulerWithRto<kSlowRtoUs> {
+protected:
 
     // Posts a SEND of 10 bytes and acknowledges it as soon as it is out: the Nic gets a short
     // round-trip sample (and learns nothing else). Returns its PSN.
@@ -125,18 +144,6 @@ protected:
         return p.h.psn;
     }
 
-    // Receive / expect: an ACK of everything before ack_psn, then the SENDs wr_ids first..last
-    // completed in order.
-    void ack_and_complete(uint32_t ack_psn, uint64_t first, uint64_t last)
-    {
-        ack_nic(ack_psn, 1);
-        for (uint64_t wr_id = first; wr_id <= last; ++wr_id) {
-            srcnic_cqe_t cqe;
-            ASSERT_TRUE(await_cqe(qp_, &cqe));
-            EXPECT_EQ(wr_id, cqe.wr_id);
-            EXPECT_EQ(SRCNIC_OK, cqe.status);
-        }
-    }
 };
 
 TEST_F(TxScheduler, tx_packet__first_request_opens_then_rto_retransmits_then_ack_completes)
@@ -230,17 +237,8 @@ TEST_F(TxScheduler, check_timers__expired_rto_yields_to_the_ack_waiting_in_the_l
 
 // Timeouts and their recovery, with an RTO long enough that a test thread off its CPU for a few
 // ms between two steps does not see a second timeout (the steps run for a quarter of it).
-class TxSchedulerRecovery : public TxScheduler {
-protected:
-    static constexpr uint32_t kRecoveryRtoUs = 40000;
-
-    srcnic_config_t config() override
-    {
-        srcnic_config_t c = protocol_config();
-        c.rto_us = c.rto_max_us = kRecoveryRtoUs;
-        return c;
-    }
-};
+constexpr uint32_t kRecoveryRtoUs = 40000;
+using TxSchedulerRecovery = TxSchedulerWithRto<kRecoveryRtoUs>;
 
 // A timeout that met a peer slow to answer, not a lost flight (its thread off the CPU for a few
 // ms, the window waiting in its socket): the ack that follows covers packets the recovery never
@@ -265,11 +263,7 @@ TEST_F(TxSchedulerRecovery, timeout__ack_of_packets_never_resent_ends_the_recove
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_RETRANSMITS));
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_SPURIOUS_TIMEOUTS));
     // receive ACK of everything / expect the SEND completed
-    ack_nic(21, 1);
-    srcnic_cqe_t cqe;
-    ASSERT_TRUE(await_cqe(qp_, &cqe));
-    EXPECT_EQ(1u, cqe.wr_id);
-    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    ack_and_complete(21, 1, 1);
 }
 
 // A flight that was lost: each ack covers only packets the recovery resent, and each resends
@@ -298,10 +292,7 @@ TEST_F(TxSchedulerRecovery, timeout__acks_of_resent_packets_resend_twice_as_many
     }
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TIMEOUTS));
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_SPURIOUS_TIMEOUTS));
-    ack_nic(21, 1);
-    srcnic_cqe_t cqe;
-    ASSERT_TRUE(await_cqe(qp_, &cqe));
-    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    ack_and_complete(21, 1, 1);
 }
 
 // A segment's payload (here at most kSegPayload, under the Nic's kTxCopyMax) is copied behind
