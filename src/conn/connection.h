@@ -79,6 +79,7 @@ struct alignas(64) Connection {
     uint32_t resend_psn = 1;       // next PSN to retransmit while < send_psn
     uint32_t resend_end = 1;       // end (exclusive) of the current retransmission run
     bool recovering = false;       // after a timeout, until recover_psn is acknowledged
+    bool recover_hole = false;     //   the peer had reported packets past a hole before it
     uint32_t recover_psn = 0;      //   send_psn when the timeout fired
     uint32_t recover_resent = 0;   //   PSNs before it were resent during the recovery
     uint64_t peer_sack = 0;        // receiver's newest selective-ack bitmap ...

@@ -360,8 +360,13 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
                 // lost tail is left to the probe and the timer. (An ack that shows holes keeps
                 // the recovery going: under heavy loss, resending ahead of the holes is what
                 // repairs the flight fastest.)
+                // (After a hole the peer had reported, the timeout repaired a real loss and the
+                // ack covers what it had held: the recovery ends as well, but that timeout was
+                // not spurious.)
                 c->recovering = false;
-                count(SRCNIC_CNT_SPURIOUS_TIMEOUTS);
+                if (!c->recover_hole) {
+                    count(SRCNIC_CNT_SPURIOUS_TIMEOUTS);
+                }
             } else {
                 // Partial ack of the packets resent so far: what follows was probably lost too.
                 const uint32_t end = h.ack_psn + std::min(2 * advanced, config_.window);

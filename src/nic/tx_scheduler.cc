@@ -309,6 +309,7 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
     c->recover_psn = c->send_psn;
     const uint32_t oldest = c->oldest_unreported();
     c->recover_resent = oldest + 1;
+    c->recover_hole = c->peer_sack != 0;
     if (psn_before(oldest, c->send_psn)) {
         start_resend(c, oldest, oldest + 1);
     } else {
