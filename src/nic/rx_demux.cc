@@ -353,16 +353,13 @@ void Nic::note_sack(Connection *c, const PacketHeader &h)
             if (!psn_before(h.ack_psn, c->recover_psn)) {
                 c->recovering = false;
             } else if (psn_before(c->recover_resent, h.ack_psn) && h.sack == 0) {
-                // The peer acknowledged a packet the recovery never resent, and holds nothing
-                // out of order: the first transmissions arrived, so the timeout found a peer
-                // slow to answer (a thread off its CPU for a few ms), not a lost flight.
-                // Resending what follows would duplicate the packets waiting in its socket; a
-                // lost tail is left to the probe and the timer. (An ack that shows holes keeps
-                // the recovery going: under heavy loss, resending ahead of the holes is what
-                // repairs the flight fastest.)
-                // (After a hole the peer had reported, the timeout repaired a real loss and the
-                // ack covers what it had held: the recovery ends as well, but that timeout was
-                // not spurious.)
+                // The peer acknowledged a packet the recovery never resent and holds nothing
+                // out of order: the first transmissions arrived. Resending what follows would
+                // duplicate packets waiting in its socket; a lost tail is left to the probe and
+                // the timer. The timeout was spurious (a peer slow to answer, a thread off its
+                // CPU for a few ms) unless the peer had reported a hole before it, which the
+                // timeout then repaired. An ack that shows holes keeps the recovery going:
+                // under heavy loss, resending ahead of them repairs the flight fastest.
                 c->recovering = false;
                 if (!c->recover_hole) {
                     count(SRCNIC_CNT_SPURIOUS_TIMEOUTS);
