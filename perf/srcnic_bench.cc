@@ -48,6 +48,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -141,8 +142,9 @@ struct Options {
     uint32_t iters = 20000;            // ping-pong round trips measured, per size and side
     uint32_t blocks = 8;               // ping-pong: blocks the round trips are split into
     uint32_t warmup = 2000;            // ping-pong round trips before measuring
-    double seconds = 2.0;              // measurement interval of a throughput test, s
-    double warmup_seconds = 0.25;      // throughput: ignored time after the first arrival, s
+    double seconds = 2.0;              // measurement of a throughput test, s, over all its blocks
+    uint32_t stream_blocks = 4;        // throughput: blocks the measurement is split into
+    double warmup_seconds = 0.25;      // throughput: ignored time after a block's first arrival, s
     double timeout = 30.0;             // watchdog of a ping-pong test, s
     std::vector<uint32_t> lat_sizes{8, kKiB};
     std::vector<uint32_t> bw_sizes{64 * kKiB, kMiB, 4 * kMiB};
@@ -168,7 +170,10 @@ void usage(FILE *out)
                  "  --blocks N         split them into N blocks, engine and floor taking turns\n"
                  "                     block by block; figures pool every block (default 8)\n"
                  "  --warmup N         ping-pong round trips before each block (default 2000)\n"
-                 "  --seconds S        measurement interval of each rate/bandwidth test (default 2)\n"
+                 "  --seconds S        measurement of each rate/bandwidth test, all blocks (default 2)\n"
+                 "  --stream-blocks N  split it into N blocks, engine and floor taking turns\n"
+                 "                     block by block, each after its own warm-up of 0.25 s;\n"
+                 "                     figures pool every block (default 4)\n"
                  "  --sizes LIST       ping-pong message sizes, e.g. 8,1K (default 8,1K)\n"
                  "  --bw-sizes LIST    bandwidth message sizes (default 64K,1M,4M)\n"
                  "  --rate-depth N     rate test: outstanding SENDs (default 512)\n"
@@ -178,12 +183,10 @@ void usage(FILE *out)
                  "                     default 0: the engine's automatic choice)\n"
                  "  --datagram N       floor bandwidth stream: datagram size (default 65000)\n"
                  "  --tests LIST       any of lat,rate,bw (default all)\n"
-                 "  --repeat N         run every test N times, engine and floor alternating;\n"
-                 "                     rate and bandwidth keep the best figure of each, latency\n"
-                 "                     pools all N x blocks blocks (default 1)\n"
-                 "  --retries N        rate, bandwidth: run a test up to N more times while one of\n"
-                 "                     its kept figures comes from a thread preempted by other\n"
-                 "                     load; latency: replace up to N blocks so spoiled (default 2)\n"
+                 "  --repeat N         run every test's blocks N times; the figures pool them\n"
+                 "                     all (default 1)\n"
+                 "  --retries N        run again up to N blocks of a test (per message size) in\n"
+                 "                     which a thread was preempted by other load (default 2)\n"
                  "  --side S           engine, udp or both (default both)\n"
                  "  --loss P           drop a fraction P (0..0.5) of the datagrams each NIC\n"
                  "                     receives (seeded fault injection), to measure recovery;\n"
@@ -301,6 +304,8 @@ int parse_options(int argc, char **argv, Options *o)
             ok = parse_uint(value, 0, 100000000, &o->warmup);
         } else if (arg == "--seconds") {
             ok = parse_seconds(value, &o->seconds);
+        } else if (arg == "--stream-blocks") {
+            ok = parse_uint(value, 1, 100, &o->stream_blocks);
         } else if (arg == "--timeout") {
             ok = parse_seconds(value, &o->timeout);
         } else if (arg == "--sizes") {
@@ -562,11 +567,9 @@ public:
     }
 
     bool done() const { return state_ == State::kDone; }
-    // Units per second over the measured interval.
-    double rate() const
-    {
-        return done() && t1_ > t0_ ? static_cast<double>(u1_ - u0_) * 1e9 / static_cast<double>(t1_ - t0_) : 0;
-    }
+    // The units counted over the measured interval and its length (both 0 until done).
+    uint64_t units() const { return done() ? u1_ - u0_ : 0; }
+    uint64_t interval_ns() const { return done() ? t1_ - t0_ : 0; }
 
 private:
     enum class State { kIdle, kWarmup, kMeasuring, kDone };
@@ -664,11 +667,6 @@ Figure figure_from(const RunStatus &st, double value, const std::string &note)
     return f;
 }
 
-Figure figure_from(const TestCtx &ctx, double value, const std::string &note)
-{
-    return figure_from(RunStatus(ctx), value, note);
-}
-
 // Half round trips of a ping-pong, ns.
 struct LatencyFigures {
     Figure median, p99, mean;
@@ -708,29 +706,43 @@ struct LatencyRun {
     Counters counters{};     // engine side only
 };
 
-// Every block of one side of a ping-pong, pooled: the figures are those of all their round trips
-// together; the median of each block is kept to compare blocks that ran side by side.
-struct LatencyPool {
+// What every block of one side of a test adds up to: how they went, the engine's counters and
+// each block's own figure, kept to compare blocks that ran side by side.
+struct BlockPool {
     bool engine = false;      // show the engine's counters
     uint32_t blocks = 0;
     RunStatus status;
-    std::vector<uint64_t> rtt;
-    std::vector<double> block_medians;   // one-way, µs
     Counters counters{};
+    std::vector<double> block_figures;
+
+    void add_block(const RunStatus &st, const Counters &c, double figure)
+    {
+        if (blocks == 0) {
+            status = st;
+        } else {
+            status.merge(st);
+        }
+        ++blocks;
+        for (size_t i = 0; i < counters.size(); ++i) {
+            counters[i] += c[i];
+        }
+        block_figures.push_back(figure);
+    }
+    std::string note() const
+    {
+        return format("blocks=%u", blocks) + (engine ? " " + counters_text(counters) : "");
+    }
+};
+
+// Every block of one side of a ping-pong, pooled: the figures are those of all their round trips
+// together; a block's own figure is its median (one-way, µs).
+struct LatencyPool : BlockPool {
+    std::vector<uint64_t> rtt;
 
     void add(LatencyRun &&run)
     {
-        if (blocks == 0) {
-            status = run.status;
-        } else {
-            status.merge(run.status);
-        }
-        ++blocks;
-        block_medians.push_back(median_us(run.rtt));
+        add_block(run.status, run.counters, median_us(run.rtt));
         rtt.insert(rtt.end(), run.rtt.begin(), run.rtt.end());
-        for (size_t c = 0; c < counters.size(); ++c) {
-            counters[c] += run.counters[c];
-        }
     }
 
     LatencyFigures figures() const
@@ -744,8 +756,7 @@ struct LatencyPool {
             p99 = static_cast<double>(sorted[std::min(n - 1, n * 99 / 100)]) / 2e3;
             mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(n) / 2e3;
         }
-        const std::string note =
-            format("blocks=%u", blocks) + (engine ? " " + counters_text(counters) : "");
+        const std::string note = this->note();
         return LatencyFigures{figure_from(status, median, note), figure_from(status, p99, note),
                               figure_from(status, mean, note)};
     }
@@ -760,6 +771,65 @@ struct LatencyPool {
         return static_cast<double>(rtt[rtt.size() / 2]) / 2e3;
     }
 };
+
+// One block of one side of a throughput test: the units (messages or bytes) that arrived over
+// its measured interval, and how it went.
+struct StreamRun {
+    RunStatus status;
+    uint64_t units = 0;
+    uint64_t ns = 0;
+    Counters counters{};     // engine side only
+    uint64_t lost = 0;       // floor side only: datagrams missing at its receiver
+    uint64_t stalls = 0;     // floor side only: credits its sender assumed lost
+    std::string setup;       // "depth=16": the same in every block
+};
+
+// Every block of one side of a throughput test, pooled: the figure is all their units over all
+// their measured time; a block's own figure is its rate.
+struct StreamPool : BlockPool {
+    uint64_t units = 0, ns = 0, lost = 0, stalls = 0;
+    std::string setup;
+
+    void add(StreamRun &&run)
+    {
+        add_block(run.status, run.counters, rate(run.units, run.ns));
+        units += run.units;
+        ns += run.ns;
+        lost += run.lost;
+        stalls += run.stalls;
+        setup = run.setup;
+    }
+
+    // In units per second over `scale`; a side that did not run has no figure.
+    Figure figure(double scale) const
+    {
+        if (blocks == 0) {
+            return Figure{};
+        }
+        std::string n = setup.empty() ? note() : setup + " " + note();
+        if (!engine) {
+            n += format(" lost=%" PRIu64 " stalls=%" PRIu64, lost, stalls);
+        }
+        return figure_from(status, rate(units, ns) / scale, n);
+    }
+
+    static double rate(uint64_t units, uint64_t ns)
+    {
+        return ns > 0 ? static_cast<double>(units) * 1e9 / static_cast<double>(ns) : NAN;
+    }
+};
+
+// The measured time of one block of a throughput test, s.
+double block_seconds(const Options &o)
+{
+    return o.seconds / o.stream_blocks;
+}
+
+// The watchdog of one block of a throughput test, s.
+double block_timeout(const Options &o)
+{
+    return o.warmup_seconds + block_seconds(o) + kThroughputSlackSec;
+}
 
 // --- the engine side -------------------------------------------------------------------------
 
@@ -832,8 +902,6 @@ public:
         }
         return v;
     }
-    // The counters that explain a figure: what went wrong or cost extra packets.
-    std::string counters() const { return counters_text(counter_values()); }
 
     EngineEnd a, b;
 };
@@ -1057,18 +1125,18 @@ LatencyRun engine_latency(const Options &o, uint32_t size, uint32_t iters)
     return LatencyRun{RunStatus(ctx), std::move(rtt), pair.counter_values()};
 }
 
-Figure engine_rate(const Options &o)
+StreamRun engine_rate(const Options &o)
 {
     const uint32_t size = o.rate_size;
-    TestCtx ctx("srcnic rate " + size_name(size), o.warmup_seconds + o.seconds + kThroughputSlackSec);
+    TestCtx ctx("srcnic rate " + size_name(size), block_timeout(o));
     EnginePair pair;
     std::string err;
     const uint32_t rq = 4096;
     if (!pair.open(o, o.rate_depth, rq, &err)) {
         ctx.fail("%s", err.c_str());
-        return figure_from(ctx, NAN, "");
+        return StreamRun{RunStatus(ctx)};
     }
-    Meter meter(o.warmup_seconds, o.seconds);
+    Meter meter(o.warmup_seconds, block_seconds(o));
 
     auto sender = [&](EngineEnd &e) {
         Buffer msg(size, kTagA);
@@ -1147,7 +1215,7 @@ Figure engine_rate(const Options &o)
         }
     };
     run_pair(o, ctx, [&] { sender(pair.a); }, [&] { receiver(pair.b); });
-    return figure_from(ctx, meter.rate() / 1e6, pair.counters());
+    return StreamRun{RunStatus(ctx), meter.units(), meter.interval_ns(), pair.counter_values()};
 }
 
 uint32_t bw_depth(uint32_t size)
@@ -1158,22 +1226,21 @@ uint32_t bw_depth(uint32_t size)
 
 // SEND into size-byte receive buffers, or RDMA WRITE into a registered region of the
 // receiver's, depth messages outstanding.
-Figure engine_bandwidth(const Options &o, uint32_t size, bool write)
+StreamRun engine_bandwidth(const Options &o, uint32_t size, bool write)
 {
-    TestCtx ctx(std::string("srcnic ") + (write ? "WRITE " : "SEND ") + size_name(size),
-                o.warmup_seconds + o.seconds + kThroughputSlackSec);
+    TestCtx ctx(std::string("srcnic ") + (write ? "WRITE " : "SEND ") + size_name(size), block_timeout(o));
     const uint32_t depth = bw_depth(size);
     const uint32_t nrecv = write ? 1 : 2 * depth;
     EnginePair pair;
     std::string err;
     if (!pair.open(o, depth, nrecv, &err)) {
         ctx.fail("%s", err.c_str());
-        return figure_from(ctx, NAN, "");
+        return StreamRun{RunStatus(ctx)};
     }
     if (size > srcnic_nic_max_msg(pair.a.nic)) {
         ctx.fail("%u bytes is more than the engine's largest message (%zu)", size,
                  srcnic_nic_max_msg(pair.a.nic));
-        return figure_from(ctx, NAN, "");
+        return StreamRun{RunStatus(ctx)};
     }
     std::vector<Buffer> src;
     for (uint32_t i = 0; i < depth; ++i) {
@@ -1188,10 +1255,10 @@ Figure engine_bandwidth(const Options &o, uint32_t size, bool write)
                                                  SRCNIC_ACCESS_REMOTE_WRITE, &mr);
         if (st != SRCNIC_OK) {
             ctx.fail("srcnic_mr_reg failed: %s", srcnic_status_string(st));
-            return figure_from(ctx, NAN, "");
+            return StreamRun{RunStatus(ctx)};
         }
     }
-    Meter meter(o.warmup_seconds, o.seconds);
+    Meter meter(o.warmup_seconds, block_seconds(o));
 
     auto sender = [&](EngineEnd &e) {
         uint64_t posted = 0, completed = 0, outstanding = 0;
@@ -1272,8 +1339,9 @@ Figure engine_bandwidth(const Options &o, uint32_t size, bool write)
     if (mr != nullptr) {
         srcnic_mr_dereg(mr);
     }
-    return figure_from(ctx, meter.rate() / 1e9,
-                       format("depth=%u ", depth) + pair.counters());
+    StreamRun run{RunStatus(ctx), meter.units(), meter.interval_ns(), pair.counter_values()};
+    run.setup = format("depth=%u", depth);
+    return run;
 }
 
 // --- the kernel floor: plain UDP sockets ----------------------------------------------------
@@ -1432,12 +1500,6 @@ LatencyRun udp_latency(const Options &o, uint32_t size, uint32_t iters)
 // and received into nbufs message buffers in turn (the memory an application's messages would
 // occupy), cut into datagrams of at most dgram_size, window datagrams unacknowledged at most; the
 // receiver measures units (datagrams or bytes) per second.
-struct UdpStreamResult {
-    double rate = 0;          // per second, in the measured unit
-    uint64_t lost = 0;        // datagrams missing at the receiver (sequence gaps)
-    uint64_t stalls = 0;      // times the sender assumed a credit was lost
-};
-
 // Where datagram d of a stream lies: message buffer, offset and length.
 struct StreamSlot {
     uint32_t buf, off, len;
@@ -1451,19 +1513,23 @@ StreamSlot stream_slot(uint64_t d, uint32_t msg_size, uint32_t dgram_size, uint3
     return {static_cast<uint32_t>(msg % nbufs), off, std::min(dgram_size, msg_size - off)};
 }
 
-UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, uint32_t dgram_size,
-                           uint32_t nbufs, bool count_bytes)
+StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_size, uint32_t dgram_size,
+                     uint32_t nbufs, bool count_bytes)
 {
-    UdpStreamResult res;
+    TestCtx ctx(name, block_timeout(o));
+    const uint32_t window = engine_window(o);
+    StreamRun res;
+    res.setup = (count_bytes ? format("datagram=%u ", dgram_size) : std::string()) +
+                format("window=%u", window);
     Fd fa, fb;
     std::string err;
     if (!udp_pair(&fa, &fb, &err)) {
         ctx.fail("%s", err.c_str());
+        res.status = RunStatus(ctx);
         return res;
     }
-    const uint32_t window = engine_window(o);
     const uint32_t credit_every = std::max<uint32_t>(1, window / 4);
-    Meter meter(o.warmup_seconds, o.seconds);
+    Meter meter(o.warmup_seconds, block_seconds(o));
 
     auto sender = [&](int fd) {
         std::vector<Buffer> bufs;
@@ -1594,24 +1660,20 @@ UdpStreamResult udp_stream(const Options &o, TestCtx &ctx, uint32_t msg_size, ui
         }
     };
     run_pair(o, ctx, [&] { sender(fa.get()); }, [&] { receiver(fb.get()); });
-    res.rate = meter.rate();
+    res.status = RunStatus(ctx);
+    res.units = meter.units();
+    res.ns = meter.interval_ns();
     return res;
 }
 
-Figure udp_rate(const Options &o)
+StreamRun udp_rate(const Options &o)
 {
-    TestCtx ctx("udp rate " + size_name(o.rate_size), o.warmup_seconds + o.seconds + kThroughputSlackSec);
-    const UdpStreamResult r = udp_stream(o, ctx, o.rate_size, o.rate_size, kUdpBatch, false);
-    return figure_from(ctx, r.rate / 1e6, format("window=%u lost=%" PRIu64 " stalls=%" PRIu64,
-                                                 engine_window(o), r.lost, r.stalls));
+    return udp_stream(o, "udp rate " + size_name(o.rate_size), o.rate_size, o.rate_size, kUdpBatch, false);
 }
 
-Figure udp_bandwidth(const Options &o, uint32_t size, uint32_t dgram)
+StreamRun udp_bandwidth(const Options &o, uint32_t size, uint32_t dgram)
 {
-    TestCtx ctx("udp bandwidth " + size_name(size), o.warmup_seconds + o.seconds + kThroughputSlackSec);
-    const UdpStreamResult r = udp_stream(o, ctx, size, dgram, bw_depth(size), true);
-    return figure_from(ctx, r.rate / 1e9, format("datagram=%u window=%u lost=%" PRIu64 " stalls=%" PRIu64,
-                                                 dgram, engine_window(o), r.lost, r.stalls));
+    return udp_stream(o, "udp bandwidth " + size_name(size), size, dgram, bw_depth(size), true);
 }
 
 // --- output ----------------------------------------------------------------------------------
@@ -1748,6 +1810,7 @@ bool write_json(const std::string &path, const Options &o, const std::vector<Row
         << ",\n  \"load_average_end\": " << json_string(load_end)
         << ",\n  \"elapsed_s\": " << json_number(elapsed_s) << ",\n  \"config\": {\"iters\": " << o.iters << ", \"blocks\": " << o.blocks
         << ", \"warmup\": " << o.warmup << ", \"seconds\": " << json_number(o.seconds)
+        << ", \"stream_blocks\": " << o.stream_blocks
         << ", \"warmup_seconds\": " << json_number(o.warmup_seconds) << ", \"window\": " << engine_window(o)
         << ", \"engine_mtu\": " << o.mtu << ", \"rate_depth\": " << o.rate_depth << ", \"repeat\": " << o.repeat << ", \"retries\": " << o.retries << ", \"loss\": " << o.loss << ", \"datagram\": " << dgram
         << ", \"sock_buf\": " << engine_sock_buf() << ", \"pinned\": " << (o.pin ? "true" : "false")
@@ -1769,61 +1832,37 @@ bool write_json(const std::string &path, const Options &o, const std::vector<Row
     return static_cast<bool>(out);
 }
 
-// Whether a run of a test replaces the best so far: a failed run always does, so an error is
-// never hidden behind a successful repetition.
-bool replaces(const Figure &best, const Figure &run, Better better)
-{
-    if (!best.ran || (best.ok && !run.ok)) {
-        return true;
-    }
-    if (!best.ok || !run.ok) {
-        return false;
-    }
-    return better == Better::kLower ? run.value < best.value : run.value > best.value;
-}
+// One side of a test run in blocks: where its blocks are pooled, and how block b is measured.
+template <typename Pool, typename Run> struct BlockSide {
+    Pool *pool;
+    std::function<Run(uint32_t)> measure;
+};
 
-void keep_best(Figure *best, const Figure &run, Better better)
+// Runs `total` blocks of a test, its sides taking turns block by block, in the order given and
+// then reversed (A B, B A, A B, ...), so that every side samples the same stretches of the
+// machine's time: its speed drifts over seconds, more than a block lasts. A block in which a
+// thread was preempted by other load is run again, o.retries times at most. Stops after the first
+// block that fails.
+template <typename Pool, typename Run>
+void run_blocks(const Options &o, uint32_t total, std::vector<BlockSide<Pool, Run>> sides)
 {
-    if (replaces(*best, run, better)) {
-        *best = run;
-    }
-}
-
-// The ping-pong of one message size: o.repeat x o.blocks blocks a side, engine and floor
-// taking turns block by block in the order E F, F E, E F, ... so that both sides sample the
-// same stretches of the machine's time (its speed drifts over seconds, more than a side's
-// block lasts). Each block runs its own warm-up; the measured round trips of a repeat, o.iters,
-// are spread over its blocks. A pair of blocks with a preempted thread is run again, o.retries
-// times at most. Stops at the first block that fails.
-void latency_blocks(const Options &o, uint32_t size, bool floor, LatencyPool *eng, LatencyPool *udp)
-{
-    eng->engine = true;
     uint32_t retries = o.retries;
-    const uint32_t total = o.repeat * o.blocks;
     for (uint32_t b = 0; b < total;) {
-        // Block k of a repeat measures its share of o.iters (the shares add up to o.iters).
-        const uint64_t k = b % o.blocks;
-        const auto iters = static_cast<uint32_t>(o.iters * (k + 1) / o.blocks - o.iters * k / o.blocks);
-        LatencyRun e, u;
-        for (int turn = 0; turn < 2; ++turn) {
-            if ((turn == 0) == (b % 2 == 0)) {
-                if (o.run_engine) {
-                    e = engine_latency(o, size, iters);
-                }
-            } else if (floor) {
-                u = udp_latency(o, size, iters);
-            }
+        std::vector<Run> runs(sides.size());
+        for (size_t i = 0; i < sides.size(); ++i) {
+            const size_t s = b % 2 == 0 ? i : sides.size() - 1 - i;
+            runs[s] = sides[s].measure(b);
         }
-        if ((e.status.preempted() || u.status.preempted()) && retries > 0) {
+        const bool spoiled =
+            std::any_of(runs.begin(), runs.end(), [](const Run &r) { return r.status.preempted(); });
+        if (spoiled && retries > 0) {
             --retries;
             continue;
         }
-        const bool ok = e.status.ok && u.status.ok;
-        if (o.run_engine) {
-            eng->add(std::move(e));
-        }
-        if (floor) {
-            udp->add(std::move(u));
+        bool ok = true;
+        for (size_t s = 0; s < sides.size(); ++s) {
+            ok = ok && runs[s].status.ok;
+            sides[s].pool->add(std::move(runs[s]));
         }
         if (!ok) {
             return;
@@ -1832,12 +1871,33 @@ void latency_blocks(const Options &o, uint32_t size, bool floor, LatencyPool *en
     }
 }
 
-// "pairs 0.98-1.21, median 1.11": the engine's block median over the floor's, block by block.
-std::string pair_ratios(const LatencyPool &eng, const LatencyPool &udp)
+// The ping-pong of one message size: o.repeat x o.blocks blocks a side, engine and floor taking
+// turns. Each block runs its own warm-up; the measured round trips of a repeat, o.iters, are
+// spread over its blocks.
+void latency_blocks(const Options &o, uint32_t size, bool floor, LatencyPool *eng, LatencyPool *udp)
+{
+    eng->engine = true;
+    auto iters = [&o](uint32_t b) {
+        // Block k of a repeat measures its share of o.iters (the shares add up to o.iters).
+        const uint64_t k = b % o.blocks;
+        return static_cast<uint32_t>(o.iters * (k + 1) / o.blocks - o.iters * k / o.blocks);
+    };
+    std::vector<BlockSide<LatencyPool, LatencyRun>> sides;
+    if (o.run_engine) {
+        sides.push_back({eng, [&](uint32_t b) { return engine_latency(o, size, iters(b)); }});
+    }
+    if (floor) {
+        sides.push_back({udp, [&](uint32_t b) { return udp_latency(o, size, iters(b)); }});
+    }
+    run_blocks(o, o.repeat * o.blocks, std::move(sides));
+}
+
+// "block_ratio=0.98-1.21 median=1.11": the engine's figure over the floor's, block by block.
+std::string block_ratios(const BlockPool &eng, const BlockPool &udp)
 {
     std::vector<double> r;
-    for (size_t i = 0; i < std::min(eng.block_medians.size(), udp.block_medians.size()); ++i) {
-        r.push_back(eng.block_medians[i] / udp.block_medians[i]);
+    for (size_t i = 0; i < std::min(eng.block_figures.size(), udp.block_figures.size()); ++i) {
+        r.push_back(eng.block_figures[i] / udp.block_figures[i]);
     }
     if (r.empty()) {
         return "";
@@ -1851,22 +1911,6 @@ std::string pair_ratios(const LatencyPool &eng, const LatencyPool &udp)
 bool preempted(const Figure &f)
 {
     return f.ran && f.ok && f.cpu_share < kFairCpuShare;
-}
-
-// Runs one test (both sides, alternating) --repeat times, then again while one of its kept
-// figures comes from a preempted run, at most --retries more times.
-template <typename Once>
-void run_test(const Options &o, Once &&once, std::initializer_list<const Figure *> kept)
-{
-    for (uint32_t r = 0; r < o.repeat; ++r) {
-        once();
-    }
-    auto spoiled = [&] {
-        return std::any_of(kept.begin(), kept.end(), [](const Figure *f) { return preempted(*f); });
-    };
-    for (uint32_t r = 0; r < o.retries && spoiled(); ++r) {
-        once();
-    }
 }
 
 // Prints a finished row as it comes, with its notes, so a long run shows progress.
@@ -1898,11 +1942,12 @@ int main(int argc, char **argv)
     std::fprintf(stderr, "srcnic_bench: engine %s on %s, load average %s\n", srcnic_version(),
                  machine().c_str(), load_start.c_str());
     std::fprintf(stderr, "  window %u packets, engine mtu %s, floor datagram %u B, socket buffers %u B,\n"
-                 "  threads %s; latency: %u blocks a side, %u round trips in all, engine and floor\n"
-                 "  taking turns, pooled (+%u if preempted); rate, bandwidth: best of %u (+%u if preempted)\n",
+                 "  threads %s; latency: %u blocks a side, %u round trips in all; rate, bandwidth:\n"
+                 "  %u blocks a side, %g s measured in all; engine and floor taking turns, pooled\n"
+                 "  (up to %u blocks run again if preempted)\n",
                  engine_window(o), o.mtu ? format("%u B", o.mtu).c_str() : "automatic", dgram,
                  engine_sock_buf(), o.pin ? "pinned to CPUs 0 and 1" : "not pinned", o.repeat * o.blocks,
-                 o.repeat * o.iters, o.retries, o.repeat, o.retries);
+                 o.repeat * o.iters, o.repeat * o.stream_blocks, o.repeat * o.seconds, o.retries);
     if (o.loss > 0) {
         std::fprintf(stderr, "  each NIC drops %g of the datagrams it receives (fault seed %" PRIu64 "); "
                      "no floor\n", o.loss, kLossSeed);
@@ -1924,7 +1969,7 @@ int main(int argc, char **argv)
                 p99.engine = eng.p99;
                 mean.engine = eng.mean;
                 if (floor) {
-                    med.engine.note += " " + pair_ratios(eng_pool, udp_pool);
+                    med.engine.note += " " + block_ratios(eng_pool, udp_pool);
                 }
             }
             if (floor) {
@@ -1941,39 +1986,53 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (o.run_rate) {
-        Row r{"msg rate " + size_name(o.rate_size), "Mmsg/s", Better::kHigher, 1.0, {}, {}};
-        run_test(o, [&] {
-            if (o.run_engine) {
-                keep_best(&r.engine, engine_rate(o), Better::kHigher);
-            }
-            if (o.run_udp) {
-                keep_best(&r.udp, udp_rate(o), Better::kHigher);
-            }
-        }, {&r.engine, &r.udp});
+    // A throughput row from its two pools, the engine's note with the block-by-block ratios.
+    auto stream_row = [](Row r, const StreamPool &eng, const StreamPool &udp, double scale) {
+        r.engine = eng.figure(scale);
+        r.udp = udp.figure(scale);
+        if (r.engine.ran && r.udp.ran) {
+            r.engine.note += " " + block_ratios(eng, udp);
+        }
         report(r);
-        rows.push_back(r);
+        return r;
+    };
+    using StreamSide = BlockSide<StreamPool, StreamRun>;
+    const uint32_t stream_blocks = o.repeat * o.stream_blocks;
+    if (o.run_rate) {
+        StreamPool eng, udp;
+        eng.engine = true;
+        std::vector<StreamSide> sides;
+        if (o.run_engine) {
+            sides.push_back({&eng, [&](uint32_t) { return engine_rate(o); }});
+        }
+        if (o.run_udp) {
+            sides.push_back({&udp, [&](uint32_t) { return udp_rate(o); }});
+        }
+        run_blocks(o, stream_blocks, std::move(sides));
+        rows.push_back(stream_row({"msg rate " + size_name(o.rate_size), "Mmsg/s", Better::kHigher, 1.0, {}, {}},
+                                  eng, udp, 1e6));
     }
     if (o.run_bw) {
         for (uint32_t size : o.bw_sizes) {
-            // The floor of SEND and WRITE is the same stream: one figure per size.
-            Row send{"bandwidth SEND " + size_name(size), "GB/s", Better::kHigher, 0.9, {}, {}};
-            Row write{"bandwidth WRITE " + size_name(size), "GB/s", Better::kHigher, 0.9, {}, {}};
-            Figure floor;
-            run_test(o, [&] {
-                if (o.run_udp) {
-                    keep_best(&floor, udp_bandwidth(o, size, dgram), Better::kHigher);
-                }
-                if (o.run_engine) {
-                    keep_best(&send.engine, engine_bandwidth(o, size, false), Better::kHigher);
-                    keep_best(&write.engine, engine_bandwidth(o, size, true), Better::kHigher);
-                }
-            }, {&floor, &send.engine, &write.engine});
-            send.udp = write.udp = floor;
-            report(send);
-            report(write);
-            rows.push_back(send);
-            rows.push_back(write);
+            // The floor of SEND and WRITE is the same stream, run once a block between them.
+            StreamPool send, write, floor;
+            send.engine = write.engine = true;
+            std::vector<StreamSide> sides;
+            if (o.run_engine) {
+                sides.push_back({&send, [&](uint32_t) { return engine_bandwidth(o, size, false); }});
+            }
+            if (o.run_udp) {
+                sides.push_back({&floor, [&](uint32_t) { return udp_bandwidth(o, size, dgram); }});
+            }
+            if (o.run_engine) {
+                sides.push_back({&write, [&](uint32_t) { return engine_bandwidth(o, size, true); }});
+            }
+            run_blocks(o, stream_blocks, std::move(sides));
+            for (auto op : {std::make_pair("SEND ", &send), std::make_pair("WRITE ", &write)}) {
+                rows.push_back(stream_row({"bandwidth " + std::string(op.first) + size_name(size), "GB/s",
+                                           Better::kHigher, 0.9, {}, {}},
+                                          *op.second, floor, 1e9));
+            }
         }
     }
     const double elapsed = static_cast<double>(now_ns() - start) / 1e9;
