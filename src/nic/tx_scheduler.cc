@@ -42,9 +42,9 @@ uint32_t gather(const srcnic_wqe_t &wqe, uint32_t offset, uint32_t len, struct i
 
 PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
 {
-    if (tx_count_ == kTxBatch) {
+    if (tx_count_ == kTxBatch || tx_batch_bytes_ >= kTxBatchBytes) {
         tx_flush();
-        if (tx_count_ == kTxBatch) {
+        if (tx_count_ == kTxBatch || tx_batch_bytes_ >= kTxBatchBytes) {
             return nullptr;
         }
     }
@@ -81,6 +81,7 @@ void Nic::tx_commit(uint32_t iovcnt, Connection *c)
         seal_header(&pkt.h, &iov[1], iovcnt);
     }
     PacketHeader *h = &pkt.h;
+    tx_batch_bytes_ += payload;
     tx_dgrams_[tx_count_].iov = iov;
     tx_dgrams_[tx_count_].iovcnt = iovcnt + 1;
     tx_conn_[tx_count_] = c;
@@ -121,6 +122,7 @@ void Nic::tx_flush()
         activate(c);
     }
     tx_count_ = 0;
+    tx_batch_bytes_ = 0;
 }
 
 void Nic::fill_ack(Connection *c, PacketHeader *h)

@@ -212,11 +212,19 @@ protected:
     // The Nic's configuration; a test fixture may override it.
     virtual srcnic_config_t config() { return protocol_config(); }
 
-    void SetUp() override
+    void SetUp() override { set_up(kMtu, 1024, nullptr); }
+
+    // The Nic and the raw peer on a fabric of mtu-byte datagrams, queue_depth a link; the Nic's
+    // link passes through wrap if given (a test's decorator).
+    void set_up(uint32_t mtu, uint32_t queue_depth,
+                const std::function<std::unique_ptr<Link>(std::unique_ptr<Link>)> &wrap)
     {
-        ASSERT_EQ(SRCNIC_OK, LoopbackFabric::create(kMtu, 1024, &fabric_));
+        ASSERT_EQ(SRCNIC_OK, LoopbackFabric::create(mtu, queue_depth, &fabric_));
         std::unique_ptr<Link> link;
         ASSERT_EQ(SRCNIC_OK, fabric_->open_link(&link));
+        if (wrap) {
+            link = wrap(std::move(link));
+        }
         ASSERT_EQ(SRCNIC_OK, Nic::create(config(), std::move(link), &nic_));
         peer_.reset(new RawPeer(*fabric_, nic_->addr(), kJobKey, kPeerNic, kPeerConn));
         srcnic_qp_config_t qc;

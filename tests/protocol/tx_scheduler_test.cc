@@ -730,6 +730,91 @@ TEST_F(TxSchedulerSlowRto, rtt_sample__none_from_a_packet_that_was_resent)
     EXPECT_EQ(srtt, srtt_us());
 }
 
+// A link that passes everything on to another and records, for each tx_burst call, how many
+// datagrams it was given and their payload bytes (headers left out).
+class BurstRecorder final : public Link {
+public:
+    struct Burst {
+        uint32_t datagrams;
+        uint64_t payload;
+    };
+
+    explicit BurstRecorder(std::unique_ptr<Link> inner) : inner_(std::move(inner)) {}
+
+    uint32_t tx_burst(const TxDatagram *dgrams, uint32_t n) override
+    {
+        Burst b{n, 0};
+        for (uint32_t i = 0; i < n; ++i) {
+            for (uint32_t k = 0; k < dgrams[i].iovcnt; ++k) {
+                b.payload += dgrams[i].iov[k].iov_len;
+            }
+            b.payload -= sizeof(PacketHeader);
+        }
+        bursts_.push_back(b);
+        return inner_->tx_burst(dgrams, n);
+    }
+    uint32_t rx_burst(RxDatagram *slots, uint32_t n) override { return inner_->rx_burst(slots, n); }
+    const LinkAddr &local_addr() const override { return inner_->local_addr(); }
+    uint32_t mtu() const override { return inner_->mtu(); }
+    int event_fd() const override { return inner_->event_fd(); }
+    void rx_notify(bool on) override { inner_->rx_notify(on); }
+    bool rx_pending() const override { return inner_->rx_pending(); }
+    const LinkStats &stats() const override { return inner_->stats(); }
+
+    const std::vector<Burst> &bursts() const { return bursts_; }
+
+private:
+    std::unique_ptr<Link> inner_;
+    std::vector<Burst> bursts_;
+};
+
+// The Nic on a fabric of the largest datagrams, its link recording the batches it is given.
+class TxBatching : public TxSchedulerWithRto<kSlowRtoUs> {
+protected:
+    static constexpr uint32_t kBigMtu = 65000;
+    static constexpr uint32_t kBigSeg = kBigMtu - sizeof(PacketHeader);
+
+    void SetUp() override
+    {
+        set_up(kBigMtu, 64, [this](std::unique_ptr<Link> link) {
+            recorder_ = new BurstRecorder(std::move(link));
+            return std::unique_ptr<Link>(recorder_);
+        });
+        dest_ = dest_to_peer();
+    }
+
+    BurstRecorder *recorder_ = nullptr;   // owned by the Nic
+};
+
+TEST_F(TxBatching, tx_slot__batch_goes_to_the_link_once_it_holds_kTxBatchBytes)
+{
+    // A window of full datagrams, more than kTxBatchBytes in all: each batch stops at the
+    // first datagram that takes it to the bound, where a batch could hold 32.
+    ASSERT_GT(kWindow * uint64_t{kBigSeg}, 2 * kTxBatchBytes);
+    post_send(1, kWindow * kBigSeg);
+    ASSERT_EQ(kWindow, count_op(run_for(3000), Opcode::kSEND));
+    const uint32_t per_batch = static_cast<uint32_t>((kTxBatchBytes + kBigSeg - 1) / kBigSeg);
+    const std::vector<BurstRecorder::Burst> &bursts = recorder_->bursts();
+    ASSERT_EQ((kWindow + per_batch - 1) / per_batch, bursts.size());
+    for (size_t i = 0; i + 1 < bursts.size(); ++i) {
+        EXPECT_EQ(per_batch, bursts[i].datagrams) << "batch " << i;
+        EXPECT_EQ(uint64_t{per_batch} * kBigSeg, bursts[i].payload) << "batch " << i;
+    }
+    EXPECT_EQ(kWindow - (bursts.size() - 1) * per_batch, bursts.back().datagrams);
+}
+
+TEST_F(TxBatching, tx_slot__small_datagrams_still_go_in_one_batch)
+{
+    for (uint64_t i = 1; i <= 8; ++i) {
+        post_send(i, 100);
+    }
+    ASSERT_EQ(8u, count_op(run_for(3000), Opcode::kSEND));
+    const std::vector<BurstRecorder::Burst> &bursts = recorder_->bursts();
+    ASSERT_EQ(1u, bursts.size());
+    EXPECT_EQ(8u, bursts[0].datagrams);
+    EXPECT_EQ(800u, bursts[0].payload);
+}
+
 } // namespace
 } // namespace test
 } // namespace srcnic
