@@ -1496,10 +1496,6 @@ LatencyRun udp_latency(const Options &o, uint32_t size, uint32_t iters)
     return LatencyRun{RunStatus(ctx), std::move(rtt), {}};
 }
 
-// A one-way stream of datagrams with credit flow control: messages of msg_size bytes, sent from
-// and received into nbufs message buffers in turn (the memory an application's messages would
-// occupy), cut into datagrams of at most dgram_size, window datagrams unacknowledged at most; the
-// receiver measures units (datagrams or bytes) per second.
 // Where datagram d of a stream lies: message buffer, offset and length.
 struct StreamSlot {
     uint32_t buf, off, len;
@@ -1513,6 +1509,10 @@ StreamSlot stream_slot(uint64_t d, uint32_t msg_size, uint32_t dgram_size, uint3
     return {static_cast<uint32_t>(msg % nbufs), off, std::min(dgram_size, msg_size - off)};
 }
 
+// One block of a one-way stream of datagrams with credit flow control: messages of msg_size
+// bytes, sent from and received into nbufs message buffers in turn (the memory an application's
+// messages would occupy), cut into datagrams of at most dgram_size, window datagrams
+// unacknowledged at most; the receiver counts units (datagrams or bytes).
 StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_size, uint32_t dgram_size,
                      uint32_t nbufs, bool count_bytes)
 {
