@@ -44,7 +44,7 @@ PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
 {
     if (tx_count_ == kTxBatch || tx_batch_bytes_ >= kTxBatchBytes) {
         tx_flush();
-        if (tx_count_ == kTxBatch || tx_batch_bytes_ >= kTxBatchBytes) {
+        if (tx_count_ == kTxBatch) {
             return nullptr;
         }
     }
