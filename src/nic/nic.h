@@ -137,16 +137,18 @@ private:
     // --- tx scheduler (tx_scheduler.cc): connection FIFOs -> link ---
     // after_rx: the pass that follows rx_poll within one progress call.
     unsigned tx_schedule(uint64_t now, bool after_rx);
-    bool tx_packet(Connection *c, uint32_t psn, bool retransmit);
+    void tx_packet(Connection *c, uint32_t psn, bool retransmit);
     void tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm);
     void tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn);
     void fill_ack(Connection *c, PacketHeader *h);
+    // The next packet of the transmit batch (flushed first if full): its header, with the
+    // gather list behind it at *iov_p. Never null: a flush always empties the batch.
     PacketHeader *tx_slot(const LinkAddr &dst, struct iovec **iov_p);
     void tx_commit(uint32_t iovcnt, Connection *c);
     void tx_flush();
     void check_timers(Connection *c, uint64_t now, bool after_rx);
     void arm_probe(Connection *c, uint64_t now);
-    void send_probe(Connection *c, uint64_t now);
+    void send_probe(Connection *c);
     void start_resend(Connection *c, uint32_t from, uint32_t end);
     void arm_timer();
 

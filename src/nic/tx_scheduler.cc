@@ -43,10 +43,7 @@ uint32_t gather(const srcnic_wqe_t &wqe, uint32_t offset, uint32_t len, struct i
 PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
 {
     if (tx_count_ == kTxBatch || tx_batch_bytes_ >= kTxBatchBytes) {
-        tx_flush();
-        if (tx_count_ == kTxBatch) {
-            return nullptr;
-        }
+        tx_flush();   // empties the batch, whatever the link took
     }
     PacketHeader *h = &tx_pkts_[tx_count_].h;
     // Built whole, which the compiler stores as vector words; a memset of the 96 bytes becomes
@@ -144,20 +141,17 @@ void Nic::fill_ack(Connection *c, PacketHeader *h)
     c->unacked_rx = 0;
 }
 
-bool Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
+void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
 {
     TxMsg *m = c->head;
     while (m != nullptr && !psn_before(psn, m->psn_end())) {
         m = m->next;
     }
     if (m == nullptr || psn_before(psn, m->psn_first)) {
-        return true;   // acknowledged and completed meanwhile
+        return;   // acknowledged and completed meanwhile
     }
     struct iovec *iov;
     PacketHeader *h = tx_slot(c->peer_addr, &iov);
-    if (h == nullptr) {
-        return false;
-    }
     const uint32_t seg = psn - m->psn_first;
     const uint32_t offset = seg * seg_payload_;
     const uint32_t plen = m->length > offset ? std::min(seg_payload_, m->length - offset) : 0;
@@ -220,16 +214,12 @@ bool Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
             c->rtt_timing = false;   // Karn: an ack of it may answer either transmission
         }
     }
-    return true;
 }
 
 void Nic::tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm)
 {
     struct iovec *iov;
     PacketHeader *h = tx_slot(c->peer_addr, &iov);
-    if (h == nullptr) {
-        return;
-    }
     h->opcode = static_cast<uint8_t>(op);
     h->dst_nic = c->peer_nic;
     h->src_conn = c->id;
@@ -247,9 +237,6 @@ void Nic::tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn)
 {
     struct iovec *iov;
     PacketHeader *h = tx_slot(to, &iov);
-    if (h == nullptr) {
-        return;
-    }
     h->opcode = static_cast<uint8_t>(Opcode::kRST);
     h->dst_nic = to_nic;
     h->dst_conn = to_conn;
@@ -283,7 +270,7 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
     if (probe_due) {
         c->probe_deadline_ns = 0;
         if (c->rnr_until_ns == 0 && !c->recovering && !rto_due) {
-            send_probe(c, now);
+            send_probe(c);
             return;
         }
     }
@@ -333,7 +320,7 @@ void Nic::arm_probe(Connection *c, uint64_t now)
     c->probe_deadline_ns = now + 2 * static_cast<uint64_t>(c->srtt_us) * kNsPerUs + kAckDelayNs;
 }
 
-void Nic::send_probe(Connection *c, uint64_t now)
+void Nic::send_probe(Connection *c)
 {
     // The newest packet, with ACK_REQ: if it was lost it is recovered now, not at the
     // timeout; if it arrived, the duplicate draws an ack whose sack shows the holes before it
@@ -343,10 +330,7 @@ void Nic::send_probe(Connection *c, uint64_t now)
     const uint32_t newest = c->send_psn - 1;
     const uint32_t oldest = c->oldest_unreported();
     const uint32_t psn = c->peer_holds(newest) && psn_before(oldest, newest) ? oldest : newest;
-    if (!tx_packet(c, psn, true)) {
-        c->probe_deadline_ns = now;   // the link would block: at the next check
-        return;
-    }
+    tx_packet(c, psn, true);
     c->probe_out = true;
     count(SRCNIC_CNT_TAIL_PROBES);
 }
@@ -401,10 +385,7 @@ unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                 if (c->peer_holds(psn)) {
                     continue;
                 }
-                if (!tx_packet(c, psn, true)) {
-                    --c->resend_psn;
-                    break;
-                }
+                tx_packet(c, psn, true);
                 ++sent;
             }
             bool new_data = false;
@@ -414,9 +395,7 @@ unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                 if (!c->unacked()) {
                     c->progress_ns = now;   // the failure clock starts with the oldest unacked
                 }
-                if (!tx_packet(c, c->send_psn, false)) {
-                    break;
-                }
+                tx_packet(c, c->send_psn, false);
                 if (!c->rtt_timing) {
                     c->rtt_timing = true;
                     c->rtt_psn = c->send_psn;
