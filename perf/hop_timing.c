@@ -41,10 +41,13 @@ typedef struct {
     int kind;
 } ht_event_t;
 
+/* One per thread, each on cache lines of its own (128 bytes: the adjacent-line prefetcher
+ * pairs lines): every stamp writes n, and threads sharing a line would make each other's
+ * stamps wait for it, inside the very intervals measured. */
 typedef struct {
     ht_event_t *ev;
     long n;
-} ht_log_t;
+} __attribute__((aligned(128))) ht_log_t;
 
 static ht_log_t g_logs[HT_MAX_THREADS];
 static int g_nlogs;
