@@ -155,7 +155,7 @@ void Nic::kick()
     }
 }
 
-unsigned Nic::transmit()
+SRCNIC_HOT unsigned Nic::transmit()
 {
     tx_blocked_ = false;
     unsigned n = requester_take();
@@ -224,7 +224,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
     return got;
 }
 
-unsigned Nic::progress()
+SRCNIC_HOT unsigned Nic::progress()
 {
     // A waiter that was woken (or never slept) no longer needs the link to announce arrivals;
     // the caller polls (see Link::rx_notify).

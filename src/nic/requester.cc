@@ -44,7 +44,7 @@ void Nic::msg_append(Connection *c, TxMsg *m)
     activate_now(c);   // answers the responder creates go out in the receive's progress call
 }
 
-unsigned Nic::requester_take()
+SRCNIC_HOT unsigned Nic::requester_take()
 {
     unsigned taken = 0;
     for (Qp *qp : qps_) {
@@ -103,7 +103,7 @@ void Nic::complete_request(TxMsg *m)
     m->qp->complete(make_cqe(m->wqe.wr_id, m->status, m->wqe.opcode, m->length));
 }
 
-void Nic::complete_in_order(Connection *c)
+SRCNIC_HOT void Nic::complete_in_order(Connection *c)
 {
     while (c->head != nullptr) {
         TxMsg *m = c->head;

@@ -10,7 +10,7 @@
 
 namespace srcnic {
 
-bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t *payload)
+SRCNIC_HOT bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t *payload)
 {
     Connection::Inbound &in = c->inbound;
     if (h.opcode == static_cast<uint8_t>(Opcode::kNOP)) {
@@ -41,7 +41,7 @@ bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t *payload)
     }
 }
 
-bool Nic::respond_send(Connection *c, const PacketHeader &h, const uint8_t *payload)
+SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const uint8_t *payload)
 {
     Connection::Inbound &in = c->inbound;
     if (h.flags & kFlagFirst) {

@@ -46,7 +46,7 @@ void Nic::buf_free(int32_t b)
     free_bufs_.push_back(b);
 }
 
-void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
+SRCNIC_HOT void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
 {
     const uint8_t *data = buf_data(buf);
     PacketHeader h;
@@ -131,7 +131,7 @@ void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
     }
 }
 
-void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h)
+SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h)
 {
     note_sack(c, h);
     const uint32_t psn = h.psn;
@@ -195,7 +195,7 @@ void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHea
     }
 }
 
-void Nic::rx_deliver(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h)
+SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h)
 {
     const uint8_t *data = buf_data(buf);
     // This packet follows every reverse packet before it: its acknowledgement may complete
@@ -271,7 +271,7 @@ void Nic::rx_control(Connection *c, const PacketHeader &h)
     }
 }
 
-void Nic::apply_ack(Connection *c, uint32_t ack_psn)
+SRCNIC_HOT void Nic::apply_ack(Connection *c, uint32_t ack_psn)
 {
     if (!psn_before(c->acked_psn, ack_psn)) {
         return;
@@ -319,7 +319,7 @@ void Nic::rtt_sample(Connection *c, uint64_t now)
     }
 }
 
-void Nic::note_sack(Connection *c, const PacketHeader &h)
+SRCNIC_HOT void Nic::note_sack(Connection *c, const PacketHeader &h)
 {
     // What the peer has received is known from the newest ack it sent, whether or not that
     // ack may complete anything yet (§5.4 orders completions, not retransmissions): packets

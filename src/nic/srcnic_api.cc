@@ -83,12 +83,12 @@ size_t srcnic_nic_max_msg(const srcnic_nic_t *nic)
     return to_nic(nic)->max_msg();
 }
 
-unsigned srcnic_nic_progress(srcnic_nic_t *nic)
+SRCNIC_HOT unsigned srcnic_nic_progress(srcnic_nic_t *nic)
 {
     return to_nic(nic)->progress();
 }
 
-unsigned srcnic_nic_transmit(srcnic_nic_t *nic)
+SRCNIC_HOT unsigned srcnic_nic_transmit(srcnic_nic_t *nic)
 {
     return to_nic(nic)->transmit();
 }
@@ -150,17 +150,17 @@ uint32_t srcnic_qp_num(const srcnic_qp_t *qp)
     return static_cast<const Qp *>(qp)->qpn();
 }
 
-srcnic_status_t srcnic_post_send(srcnic_qp_t *qp, const srcnic_wqe_t *wqe)
+SRCNIC_HOT srcnic_status_t srcnic_post_send(srcnic_qp_t *qp, const srcnic_wqe_t *wqe)
 {
     return static_cast<Qp *>(qp)->post_send(*wqe);
 }
 
-srcnic_status_t srcnic_post_recv(srcnic_qp_t *qp, const srcnic_recv_wqe_t *wqe)
+SRCNIC_HOT srcnic_status_t srcnic_post_recv(srcnic_qp_t *qp, const srcnic_recv_wqe_t *wqe)
 {
     return static_cast<Qp *>(qp)->post_recv(*wqe);
 }
 
-unsigned srcnic_poll_cq(srcnic_qp_t *qp, srcnic_cqe_t *cqes, unsigned max)
+SRCNIC_HOT unsigned srcnic_poll_cq(srcnic_qp_t *qp, srcnic_cqe_t *cqes, unsigned max)
 {
     return static_cast<Qp *>(qp)->poll_cq(cqes, max);
 }

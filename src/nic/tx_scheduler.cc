@@ -40,7 +40,7 @@ uint32_t gather(const srcnic_wqe_t &wqe, uint32_t offset, uint32_t len, struct i
 
 } // namespace
 
-PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
+SRCNIC_HOT PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
 {
     if (tx_count_ == kTxBatch || tx_batch_bytes_ >= kTxBatchBytes) {
         tx_flush();   // empties the batch, whatever the link took
@@ -57,7 +57,7 @@ PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
     return h;
 }
 
-void Nic::tx_commit(uint32_t iovcnt, Connection *c)
+SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
 {
     TxPacket &pkt = tx_pkts_[tx_count_];
     struct iovec *iov = tx_iov_[tx_count_];
@@ -88,7 +88,7 @@ void Nic::tx_commit(uint32_t iovcnt, Connection *c)
     ++tx_count_;
 }
 
-void Nic::tx_flush()
+SRCNIC_HOT void Nic::tx_flush()
 {
     uint32_t sent = 0;
     while (sent < tx_count_) {
@@ -122,7 +122,7 @@ void Nic::tx_flush()
     tx_batch_bytes_ = 0;
 }
 
-void Nic::fill_ack(Connection *c, PacketHeader *h)
+SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
 {
     h->ack_psn = c->expected_psn;
     // A request refused with an error answer is acknowledged only once the answer has been
@@ -141,7 +141,7 @@ void Nic::fill_ack(Connection *c, PacketHeader *h)
     c->unacked_rx = 0;
 }
 
-void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
+SRCNIC_HOT void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
 {
     TxMsg *m = c->head;
     while (m != nullptr && !psn_before(psn, m->psn_end())) {
@@ -361,7 +361,7 @@ void Nic::start_resend(Connection *c, uint32_t from, uint32_t end)
     activate_now(c);
 }
 
-unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
+SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
 {
     unsigned sent = 0;
     for (size_t i = 0; i < active_.size();) {
