@@ -6,7 +6,7 @@
 #
 # BUILDDIR is the configured build tree holding perf/srcnic_bench (default: the current
 # directory); any further arguments go to srcnic_bench after the script's own --repeat 2 (see
-# srcnic_bench --help; a later option wins). About 80 s on an idle 2-CPU machine. Exits with
+# srcnic_bench --help; a later option wins). About 70 s on an idle 2-CPU machine. Exits with
 # srcnic_bench's status: 0 when every test ran and verified its data, whether or not the
 # aims were met.
 set -eu

@@ -66,7 +66,7 @@ constexpr unsigned kAnswerReserve = 16;
 // A transmit batch goes to the link once its payloads add up to this many bytes, even if it
 // has room for more datagrams: the kernel then copies each payload while the bytes that
 // sealing it just read are still in the CPU's L2 cache. A full batch of 64-KB datagrams (2 MiB)
-// outgrew it, and the copy read them again from L3 (perf/README.md: streams 3-4% faster).
+// outgrew it, and the copy read them again from L3 (perf/README.md: streams 3-7% faster).
 constexpr uint64_t kTxBatchBytes = 256 * 1024;
 
 // Cache-line aligned like Connection and Qp (see connection.h).
