@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -210,10 +211,11 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_hw_raw(uint32_t reg, const uin
     return crc32c_hw_small(static_cast<uint32_t>(reg64), p, len);
 }
 
-// x^n mod P, P = x^32 + 0x1EDC6F41 (normal bit order: bit d is the coefficient of x^d).
-constexpr uint32_t xpow_mod(unsigned n)
+// v x^n mod P, P = x^32 + 0x1EDC6F41 (normal bit order: bit d is the coefficient of x^d), for
+// v already reduced.
+constexpr uint32_t times_xpow_mod(uint32_t v, unsigned n)
 {
-    uint64_t r = 1;
+    uint64_t r = v;
     for (unsigned i = 0; i < n; i++) {
         r <<= 1;
         if (r & (1ull << 32)) {
@@ -221,6 +223,12 @@ constexpr uint32_t xpow_mod(unsigned n)
         }
     }
     return static_cast<uint32_t>(r);
+}
+
+// x^n mod P.
+constexpr uint32_t xpow_mod(unsigned n)
+{
+    return times_xpow_mod(1, n);
 }
 
 constexpr uint32_t reflect32(uint32_t v)
@@ -232,22 +240,28 @@ constexpr uint32_t reflect32(uint32_t v)
     return r;
 }
 
-// Short buffers from kSmall3Min bytes (a packet header and more) up to the three-block path:
-// three chains of b = len / 24 * 8 bytes each, joined without tables. Appending n zero bytes
+// Buffers from kSmall3Min bytes (a packet header and more) below kSmall3Max: three chains of
+// b = len / 24 * 8 bytes each, joined without tables. Appending n zero bytes
 // multiplies the register by x^(8n) modulo P. pclmulqdq of two reflected 32-bit values is
 // x times their product, and the crc32 instruction over a 64-bit word W gives W x^32 mod P, so
 // crc32(0, clmul(reg, k)) = reg k x^33: with k = x^(8n - 33) mod P, reflected, it is the
 // register after n zero bytes. One chain of 13 crc32 steps (104 bytes, a small packet) becomes
 // three of 4 and a join of two multiplications side by side.
+// The fixed blocks of crc32c_hw_raw leave up to 767 bytes to one chain; these do not (at 1128
+// bytes, a 1 KiB message's datagram, 50 ns instead of 84 on AMD Zen 3). From 4 KiB on both
+// take as long; the table of constants grows with kSmall3Max (1.4 KB here).
 constexpr size_t kSmall3Min = 96;
-constexpr size_t kSmall3MaxShift = 2 * (3 * kShortBlock / 24 * 8);   // bytes, largest 2 b
+constexpr size_t kSmall3Max = 4096;
+constexpr size_t kSmall3MaxShift = 2 * ((kSmall3Max - 1) / 24 * 8);   // bytes, largest 2 b
 
 struct ZeroShiftConstants {
     uint32_t k[kSmall3MaxShift / 8 + 1] = {};   // k[j]: the constant for 8 j zero bytes
     constexpr ZeroShiftConstants()
     {
+        uint32_t power = xpow_mod(64 - 33);   // x^(64 j - 33) mod P, one j after the other
         for (size_t j = 1; j <= kSmall3MaxShift / 8; j++) {
-            k[j] = reflect32(xpow_mod(static_cast<unsigned>(64 * j - 33)));
+            k[j] = reflect32(power);
+            power = times_xpow_mod(power, 64);
         }
     }
 };
@@ -264,7 +278,7 @@ __attribute__((target("sse4.2,pclmul"))) inline uint32_t shift_zeros(uint32_t re
 __attribute__((target("sse4.2,pclmul"))) uint32_t crc32c_hwc_raw(uint32_t reg, const uint8_t *p,
                                                                  size_t len)
 {
-    if (len < kSmall3Min || len >= 3 * kShortBlock) {
+    if (len < kSmall3Min || len >= kSmall3Max) {
         return crc32c_hw_raw(reg, p, len);
     }
     const size_t b = len / 24 * 8;
@@ -302,15 +316,15 @@ FoldConstant fold_constant(unsigned distance_bits)
             static_cast<uint64_t>(reflect32(xpow_mod(distance_bits - 1))) << 32};
 }
 
-// The constant of every distance the folding uses, computed once.
+// The constant of every distance the folding uses, computed once: by16[n] moves a chunk n
+// 16-byte chunks forward (n = 1..kMaxFoldChunks; by16[0] is unused).
+constexpr unsigned kMaxFoldChunks = 28;
+
 struct FoldConstants {
-    FoldConstant d2048 = fold_constant(2048);   // the main loop: 256 bytes
-    FoldConstant by64[7];   // by64[n]: n 64-byte blocks (n = 1..6)
-    FoldConstant by16[7];   // by16[n]: n 16-byte chunks (n = 1..6)
+    FoldConstant by16[kMaxFoldChunks + 1] = {};
     FoldConstants()
     {
-        for (unsigned n = 1; n < 7; n++) {
-            by64[n] = fold_constant(512 * n);
+        for (unsigned n = 1; n <= kMaxFoldChunks; n++) {
             by16[n] = fold_constant(128 * n);
         }
     }
@@ -331,6 +345,32 @@ __attribute__((target("sse4.2,pclmul"))) inline __m128i load128(const uint8_t *p
     return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
 }
 
+// The end of every folding path. lane[0..nlanes) are the folded registers of consecutive 16-byte
+// chunks, which the len bytes at p follow (fewer than 16 * nlanes). The lanes and the remaining
+// whole chunks are each folded straight onto the last chunk, side by side (a chain of folds, one
+// per chunk, cost about 6 cycles a step); the last 16 folded bytes and the tail then go through
+// the crc32 instruction, which also does the final reduction.
+__attribute__((target("sse4.2,pclmul"), always_inline)) inline uint32_t
+fold_finish(const __m128i *lane, size_t nlanes, const uint8_t *p, size_t len,
+            const FoldConstants &k)
+{
+    const size_t nc = len / 16;
+    __m128i x = nc != 0 ? fold(lane[nlanes - 1], vec128(k.by16[nc])) : lane[nlanes - 1];
+    for (size_t i = 0; i + 1 < nlanes; i++) {
+        x = _mm_xor_si128(x, fold(lane[i], vec128(k.by16[nlanes - 1 - i + nc])));
+    }
+    for (size_t i = 0; i < nc; i++) {
+        const __m128i chunk = load128(p + 16 * i);
+        const size_t after = nc - 1 - i;   // chunks between this one and the last
+        x = _mm_xor_si128(x, after != 0 ? fold(chunk, vec128(k.by16[after])) : chunk);
+    }
+    p += 16 * nc;
+    len -= 16 * nc;
+    uint64_t r = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
+    r = _mm_crc32_u64(r, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
+    return crc32c_hw_raw(static_cast<uint32_t>(r), p, len);
+}
+
 // GCC 12's AVX-512 headers build some intrinsics from an uninitialized vector, which
 // -Wmaybe-uninitialized reports inside them: not our code, and harmless.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -338,9 +378,11 @@ __attribute__((target("sse4.2,pclmul"))) inline __m128i load128(const uint8_t *p
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-// The shortest buffer folded with VPCLMULQDQ: the loop's first round loads 256 bytes, and from
-// there folding beats the interleaved crc32 chains (here 512-1023 bytes take 16-25 ns folded,
-// 24-63 ns in chains; below 256 the chains are as fast and need no joining).
+// The shortest buffer folded with VPCLMULQDQ: the 512-bit loop's first round loads 256 bytes,
+// and from there folding beats the interleaved crc32 chains (on AMD Zen 5, 512-1023 bytes took
+// 16-25 ns folded, 24-63 ns in the chains of the time; below 256 the chains are as fast and need
+// no joining). The 256-bit folding wins from there too (Zen 3: 256 bytes in 15 ns, 17 in the
+// joined chains; 1128 in 47 and 50).
 constexpr size_t kVclmulMin = 256;
 
 // Bytes ahead of the folding loop that it prefetches. Farther (4 KiB) ran the CRC alone faster
@@ -376,7 +418,7 @@ __attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t r
         return crc32c_hwc_raw(reg, p, len);
     }
     static const FoldConstants k;
-    const __m512i k2048 = broadcast(k.d2048);
+    const __m512i k2048 = broadcast(k.by16[16]);
 
     __m512i z0 = _mm512_xor_si512(load512(p), _mm512_zextsi128_si512(
                                                   _mm_cvtsi32_si128(static_cast<int>(reg))));
@@ -406,57 +448,160 @@ __attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t r
     // (consecutive 16-byte chunks) are then joined the same way.
     const size_t nb = len / 64;
     __m512i z = _mm512_xor_si512(
-        _mm512_xor_si512(fold512(z0, broadcast(k.by64[3 + nb])),
-                         fold512(z1, broadcast(k.by64[2 + nb]))),
-        _mm512_xor_si512(fold512(z2, broadcast(k.by64[1 + nb])),
-                         nb != 0 ? fold512(z3, broadcast(k.by64[nb])) : z3));
+        _mm512_xor_si512(fold512(z0, broadcast(k.by16[4 * (3 + nb)])),
+                         fold512(z1, broadcast(k.by16[4 * (2 + nb)]))),
+        _mm512_xor_si512(fold512(z2, broadcast(k.by16[4 * (1 + nb)])),
+                         nb != 0 ? fold512(z3, broadcast(k.by16[4 * nb])) : z3));
     for (size_t i = 0; i < nb; i++) {
         const __m512i block = load512(p + 64 * i);
         const size_t after = nb - 1 - i;   // blocks between this one and the last
-        z = _mm512_xor_si512(z, after != 0 ? fold512(block, broadcast(k.by64[after])) : block);
+        z = _mm512_xor_si512(z, after != 0 ? fold512(block, broadcast(k.by16[4 * after]))
+                                           : block);
     }
     p += 64 * nb;
     len -= 64 * nb;
-    const size_t nc = len / 16;
-    __m128i x = _mm_xor_si128(
-        _mm_xor_si128(fold(_mm512_extracti32x4_epi32(z, 0), vec128(k.by16[3 + nc])),
-                      fold(_mm512_extracti32x4_epi32(z, 1), vec128(k.by16[2 + nc]))),
-        _mm_xor_si128(fold(_mm512_extracti32x4_epi32(z, 2), vec128(k.by16[1 + nc])),
-                      nc != 0 ? fold(_mm512_extracti32x4_epi32(z, 3), vec128(k.by16[nc]))
-                              : _mm512_extracti32x4_epi32(z, 3)));
-    for (size_t i = 0; i < nc; i++) {
-        const __m128i chunk = load128(p + 16 * i);
-        const size_t after = nc - 1 - i;
-        x = _mm_xor_si128(x, after != 0 ? fold(chunk, vec128(k.by16[after])) : chunk);
+    const __m128i lanes[4] = {_mm512_extracti32x4_epi32(z, 0), _mm512_extracti32x4_epi32(z, 1),
+                              _mm512_extracti32x4_epi32(z, 2), _mm512_extracti32x4_epi32(z, 3)};
+    return fold_finish(lanes, 4, p, len, k);
+}
+
+// The same with 256-bit registers (two chunks each), for CPUs with VPCLMULQDQ but not AVX-512
+// (AMD Zen 3): four registers side by side, 128 bytes a round, D = 1024 bits.
+#define SRCNIC_CRC_AVX2 "sse4.2,pclmul,avx2,vpclmulqdq"
+
+__attribute__((target(SRCNIC_CRC_AVX2))) inline __m256i fold256(__m256i y, __m256i k)
+{
+    return _mm256_xor_si256(_mm256_clmulepi64_epi128(y, k, 0x00),
+                            _mm256_clmulepi64_epi128(y, k, 0x11));
+}
+
+__attribute__((target(SRCNIC_CRC_AVX2))) inline __m256i load256(const uint8_t *p)
+{
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+}
+
+__attribute__((target(SRCNIC_CRC_AVX2))) inline __m256i broadcast256(const FoldConstant &k)
+{
+    return _mm256_broadcastsi128_si256(vec128(k));
+}
+
+constexpr size_t kYmmRound = 128;
+
+__attribute__((target(SRCNIC_CRC_AVX2))) uint32_t crc32c_vclmul256_raw(uint32_t reg,
+                                                                      const uint8_t *p,
+                                                                      size_t len)
+{
+    if (len < kVclmulMin) {
+        return crc32c_hwc_raw(reg, p, len);
     }
-    p += 16 * nc;
-    len -= 16 * nc;
-    uint64_t r = _mm_crc32_u64(0, static_cast<uint64_t>(_mm_cvtsi128_si64(x)));
-    r = _mm_crc32_u64(r, static_cast<uint64_t>(_mm_extract_epi64(x, 1)));
-    return crc32c_hw_raw(static_cast<uint32_t>(r), p, len);
+    static const FoldConstants k;
+    const __m256i kround = broadcast256(k.by16[8]);
+    __m256i y0 = _mm256_xor_si256(load256(p), _mm256_zextsi128_si256(
+                                                  _mm_cvtsi32_si128(static_cast<int>(reg))));
+    __m256i y1 = load256(p + 32);
+    __m256i y2 = load256(p + 64);
+    __m256i y3 = load256(p + 96);
+    p += kYmmRound;
+    len -= kYmmRound;
+    for (; len >= kYmmRound; p += kYmmRound, len -= kYmmRound) {
+        const char *ahead = reinterpret_cast<const char *>(p) + kCrcPrefetchAhead;
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        _mm_prefetch(ahead + 64, _MM_HINT_T0);
+        y0 = _mm256_xor_si256(fold256(y0, kround), load256(p));
+        y1 = _mm256_xor_si256(fold256(y1, kround), load256(p + 32));
+        y2 = _mm256_xor_si256(fold256(y2, kround), load256(p + 64));
+        y3 = _mm256_xor_si256(fold256(y3, kround), load256(p + 96));
+    }
+    // Fewer than 128 bytes remain: nb whole 32-byte blocks, then what fold_finish takes.
+    const size_t nb = len / 32;
+    __m256i z = _mm256_xor_si256(
+        _mm256_xor_si256(fold256(y0, broadcast256(k.by16[2 * (3 + nb)])),
+                         fold256(y1, broadcast256(k.by16[2 * (2 + nb)]))),
+        _mm256_xor_si256(fold256(y2, broadcast256(k.by16[2 * (1 + nb)])),
+                         nb != 0 ? fold256(y3, broadcast256(k.by16[2 * nb])) : y3));
+    for (size_t i = 0; i < nb; i++) {
+        const __m256i block = load256(p + 32 * i);
+        const size_t after = nb - 1 - i;   // blocks between this one and the last
+        z = _mm256_xor_si256(z, after != 0 ? fold256(block, broadcast256(k.by16[2 * after]))
+                                           : block);
+    }
+    p += 32 * nb;
+    len -= 32 * nb;
+    const __m128i lanes[2] = {_mm256_castsi256_si128(z), _mm256_extracti128_si256(z, 1)};
+    return fold_finish(lanes, 2, p, len, k);
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 #endif
 
-Crc32cRawFn crc32c_select()
+// What each path needs of the CPU.
+bool runs_anywhere()
 {
+    return true;
+}
+
 #if defined(__x86_64__)
+bool has_sse42()
+{
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
-        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("vpclmulqdq")) {
-        return crc32c_vclmul_raw;
-    }
-    if (__builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul")) {
-        return crc32c_hwc_raw;
-    }
-    if (__builtin_cpu_supports("sse4.2")) {
-        return crc32c_hw_raw;
-    }
+    return __builtin_cpu_supports("sse4.2");
+}
+
+bool has_sse42_pclmul()
+{
+    return has_sse42() && __builtin_cpu_supports("pclmul");
+}
+
+bool has_vpclmul256()
+{
+    return has_sse42_pclmul() && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("vpclmulqdq");
+}
+
+bool has_vpclmul512()
+{
+    return has_sse42_pclmul() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("vpclmulqdq");
+}
 #endif
-    return crc32c_sw_raw;
+
+// The public form of a raw path: the inversions on either side.
+template <Crc32cRawFn Raw>
+uint32_t crc32c_with(uint32_t crc, const void *data, size_t len)
+{
+    return ~Raw(~crc, static_cast<const uint8_t *>(data), len);
+}
+
+// Every path, slowest first: crc32c() takes the last one the CPU runs.
+struct PathEntry {
+    const char *name;
+    Crc32cRawFn raw;
+    Crc32cFn fn;   // crc32c_with<raw>
+    bool (*cpu_runs)();
+};
+
+#define SRCNIC_CRC_PATH(name, raw, cpu_runs) {name, raw, crc32c_with<raw>, cpu_runs}
+const PathEntry kPaths[] = {
+    SRCNIC_CRC_PATH("software", crc32c_sw_raw, runs_anywhere),
+#if defined(__x86_64__)
+    SRCNIC_CRC_PATH("crc32 chains", crc32c_hw_raw, has_sse42),
+    SRCNIC_CRC_PATH("crc32 chains + pclmulqdq joins", crc32c_hwc_raw, has_sse42_pclmul),
+    SRCNIC_CRC_PATH("vpclmulqdq 256-bit folding", crc32c_vclmul256_raw, has_vpclmul256),
+    SRCNIC_CRC_PATH("vpclmulqdq 512-bit folding", crc32c_vclmul_raw, has_vpclmul512),
+#endif
+};
+#undef SRCNIC_CRC_PATH
+
+const PathEntry &crc32c_select()
+{
+    const PathEntry *best = &kPaths[0];
+    for (const PathEntry &path : kPaths) {
+        if (path.cpu_runs()) {
+            best = &path;
+        }
+    }
+    return *best;
 }
 
 // Null until the first call selects; constant-initialized, so usable from any constructor.
@@ -466,7 +611,7 @@ inline Crc32cRawFn crc32c_raw_fn()
 {
     Crc32cRawFn fn = g_crc32c_raw.load(std::memory_order_relaxed);
     if (__builtin_expect(fn == nullptr, 0)) {
-        fn = crc32c_select();
+        fn = crc32c_select().raw;
         g_crc32c_raw.store(fn, std::memory_order_relaxed);
     }
     return fn;
@@ -494,14 +639,20 @@ bool crc32c_hw_available()
     return crc32c_raw_fn() != crc32c_sw_raw;
 }
 
-uint32_t crc32c_hw(uint32_t crc, const void *data, size_t len)
+std::vector<Crc32cPath> crc32c_paths()
 {
-#if defined(__x86_64__)
-    if (crc32c_hw_available()) {
-        return ~crc32c_hw_raw(~crc, static_cast<const uint8_t *>(data), len);
+    std::vector<Crc32cPath> paths;
+    for (const PathEntry &path : kPaths) {
+        if (path.cpu_runs()) {
+            paths.push_back({path.name, path.fn});
+        }
     }
-#endif
-    return crc32c_sw(crc, data, len);
+    return paths;
+}
+
+const char *crc32c_path_name()
+{
+    return crc32c_select().name;
 }
 
 uint32_t crc32c_sw(uint32_t crc, const void *data, size_t len)

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 struct iovec;
 
@@ -16,10 +17,12 @@ namespace srcnic {
 // The inversions happen inside each call, so a CRC is extended piece by piece:
 // crc32c(crc32c(0, a, la), b, lb) == crc32c(0, a||b, la + lb). Start a new CRC from 0.
 //
-// crc32c() picks, once, on the first call: folding with VPCLMULQDQ for buffers of 256 bytes
-// and more when the CPU has AVX-512 and VPCLMULQDQ (about 51 GB/s here), else three interleaved
-// chains of the SSE4.2 crc32 instruction (about 29 GB/s), else the table-driven software
-// path; all give the same result.
+// crc32c() picks, once, on the first call, the fastest path the CPU runs (crc32c_paths()):
+// folding with VPCLMULQDQ for buffers of 256 bytes and more, in 512-bit registers where the CPU
+// has AVX-512 (about 51 GB/s on AMD Zen 5) or 256-bit ones where it has AVX2 (about 18 GB/s on
+// Zen 3, where the crc32 chains below reach as much only past 16 KiB and a third less at 1 KiB);
+// else three interleaved chains of the SSE4.2 crc32 instruction; else the table-driven
+// software path. All give the same result.
 uint32_t crc32c(uint32_t crc, const void *data, size_t len);
 
 // The CRC-32C of the concatenation of iovcnt pieces, starting from 0. Pieces may be empty.
@@ -31,9 +34,19 @@ bool crc32c_hw_available();
 // The portable path (slice-by-8 tables), same contract as crc32c(); exposed for tests.
 uint32_t crc32c_sw(uint32_t crc, const void *data, size_t len);
 
-// The crc32-instruction path alone (the portable one where the CPU lacks SSE4.2), same
-// contract; exposed for tests, since crc32c() may pick the folding path instead.
-uint32_t crc32c_hw(uint32_t crc, const void *data, size_t len);
+// One of crc32c()'s paths: fn has the same contract as crc32c().
+using Crc32cFn = uint32_t (*)(uint32_t crc, const void *data, size_t len);
+struct Crc32cPath {
+    const char *name;
+    Crc32cFn fn;
+};
+
+// The paths this CPU runs, slowest (the software one) first; crc32c() uses the last. For tests
+// (every path checked on the machine that runs them) and benchmarks.
+std::vector<Crc32cPath> crc32c_paths();
+
+// The name of the path crc32c() uses.
+const char *crc32c_path_name();
 
 } // namespace srcnic
 

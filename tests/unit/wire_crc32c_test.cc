@@ -36,6 +36,15 @@ std::vector<uint8_t> random_bytes(Random &random, size_t len)
     return bytes;
 }
 
+// Every path of crc32c() this CPU runs but the software one, the reference the others are
+// checked against.
+std::vector<Crc32cPath> faster_paths()
+{
+    std::vector<Crc32cPath> paths = crc32c_paths();
+    paths.erase(paths.begin());
+    return paths;
+}
+
 // Bit-at-a-time CRC-32C, independent of the tables under test.
 uint32_t crc32c_bitwise(uint32_t crc, const uint8_t *p, size_t len)
 {
@@ -180,7 +189,35 @@ TEST(wire_crc32c, crc32c_hw_available__follows_cpu)
 #else
     EXPECT_FALSE(crc32c_hw_available());
 #endif
-    std::printf("crc32c uses the %s path\n", crc32c_hw_available() ? "SSE4.2" : "software");
+    std::printf("crc32c uses the %s path\n", crc32c_path_name());
+}
+
+// The software path always runs; crc32c() uses the fastest path there is (the last), so each
+// faster path this CPU has is both listed and checked below.
+TEST(wire_crc32c, crc32c_paths__software_first__crc32c_uses_the_last)
+{
+    const std::vector<Crc32cPath> paths = crc32c_paths();
+    ASSERT_FALSE(paths.empty());
+    EXPECT_STREQ("software", paths.front().name);
+    EXPECT_STREQ(paths.back().name, crc32c_path_name());
+    EXPECT_EQ(crc32c_hw_available(), paths.size() > 1);
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    const bool vpclmul = __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul") &&
+                         __builtin_cpu_supports("vpclmulqdq");
+    bool listed256 = false, listed512 = false;
+    for (const Crc32cPath &path : paths) {
+        listed256 = listed256 || std::strstr(path.name, "256-bit") != nullptr;
+        listed512 = listed512 || std::strstr(path.name, "512-bit") != nullptr;
+    }
+    EXPECT_EQ(vpclmul && __builtin_cpu_supports("avx2"), listed256);
+    EXPECT_EQ(vpclmul && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"),
+              listed512);
+#endif
+    for (const Crc32cPath &path : paths) {
+        std::printf("crc32c path: %s\n", path.name);
+        EXPECT_EQ(0xE3069283u, path.fn(0, "123456789", 9)) << path.name;
+    }
 }
 
 TEST(wire_crc32c, crc32c_sw__rfc3720_vectors)
@@ -252,39 +289,47 @@ TEST(wire_crc32c, crc32c__equals_sw_around_interleave_boundaries)
     for (int round = 0; round < 200; round++) {
         lengths.push_back(random.below(3 * 65536 + 1));
     }
-    // Folding joins 16-byte chunks, 64-byte blocks and 256-byte rounds, from 256 bytes on:
-    // lengths around those.
-    for (size_t base : {size_t(256), size_t(512), size_t(768), size_t(1024), size_t(1280),
-                        size_t(4096)}) {
+    // Folding joins 16-byte chunks, 32- or 64-byte blocks and 128- or 256-byte rounds, from
+    // 256 bytes on: lengths around those.
+    for (size_t base : {size_t(256), size_t(384), size_t(512), size_t(640), size_t(768),
+                        size_t(1024), size_t(1280), size_t(4096)}) {
         for (size_t delta = 0; delta <= 80; delta++) {
             lengths.push_back(base + delta);
         }
     }
+    const std::vector<Crc32cPath> paths = faster_paths();
     for (size_t len : lengths) {
         const size_t start = random.below(16);
         const uint32_t seed_crc = static_cast<uint32_t>(random.next());
         const uint32_t expected = crc32c_sw(seed_crc, buf.data() + start, len);
         EXPECT_EQ(expected, crc32c(seed_crc, buf.data() + start, len))
             << "len " << len << " start " << start;
-        EXPECT_EQ(expected, crc32c_hw(seed_crc, buf.data() + start, len))
-            << "crc32 chains, len " << len << " start " << start;
+        for (const Crc32cPath &path : paths) {
+            EXPECT_EQ(expected, path.fn(seed_crc, buf.data() + start, len))
+                << path.name << ", len " << len << " start " << start;
+        }
     }
 }
 
-// Short buffers from 96 bytes (a packet header) run as three chains joined by carry-less
+// Buffers from 96 bytes (a packet header) to 4 KiB run as three chains joined by carry-less
 // multiplication, and from 256 bytes on the CPUs that have it fold with VPCLMULQDQ: every
-// length through those ranges and past them, at several alignments and register values,
-// against the portable path.
+// length through those ranges, at several alignments and register values, on every path,
+// against the portable one.
 TEST(wire_crc32c, crc32c__equals_sw_on_every_short_length)
 {
     Random random(test_seed());
-    const std::vector<uint8_t> buf = random_bytes(random, 1024 + 16);
-    for (size_t len = 0; len <= 1024; len++) {
+    const std::vector<uint8_t> buf = random_bytes(random, 4096 + 16);
+    const std::vector<Crc32cPath> paths = faster_paths();
+    for (size_t len = 0; len <= 4096; len++) {
         for (size_t start : {size_t(0), size_t(3), size_t(8)}) {
             const uint32_t seed_crc = static_cast<uint32_t>(random.next());
-            ASSERT_EQ(crc32c_sw(seed_crc, buf.data() + start, len),
-                      crc32c(seed_crc, buf.data() + start, len))
+            const uint32_t expected = crc32c_sw(seed_crc, buf.data() + start, len);
+            ASSERT_EQ(expected, crc32c(seed_crc, buf.data() + start, len))
                 << "len " << len << " start " << start;
+            for (const Crc32cPath &path : paths) {
+                ASSERT_EQ(expected, path.fn(seed_crc, buf.data() + start, len))
+                    << path.name << ", len " << len << " start " << start;
+            }
         }
     }
 }
@@ -308,6 +353,9 @@ TEST(wire_crc32c, crc32c__data_ending_at_an_unmapped_page)
                        size_t(8191), data_len}) {
         const uint8_t *p = data + data_len - len;
         EXPECT_EQ(crc32c_sw(0, p, len), crc32c(0, p, len)) << "len " << len;
+        for (const Crc32cPath &path : faster_paths()) {
+            EXPECT_EQ(crc32c_sw(0, p, len), path.fn(0, p, len)) << path.name << ", len " << len;
+        }
     }
     munmap(map, data_len + page);
 }

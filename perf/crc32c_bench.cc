@@ -1,0 +1,55 @@
+// CRC-32C throughput of every path this CPU runs (src/wire/crc32c.h), side by side: which path
+// crc32c() picked here and what the others would give. Sizes are those of the engine's packets
+// (a header, a 1 KiB message's datagram) and of its large datagrams; the data stays in cache.
+//
+//   perf/crc32c_bench [ROUNDS]      best of ROUNDS timings per path and size (default 5)
+#include "wire/crc32c.h"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+int main(int argc, char **argv)
+{
+    const int rounds = argc > 1 ? std::atoi(argv[1]) : 5;
+    if (rounds < 1) {
+        std::fprintf(stderr, "usage: crc32c_bench [ROUNDS >= 1]\n");
+        return 2;
+    }
+    const std::vector<srcnic::Crc32cPath> paths = srcnic::crc32c_paths();
+    const size_t sizes[] = {104, 256, 512, 1128, 4096, 16384, 65000};
+    std::vector<uint8_t> buf(65000 + 512);
+    uint32_t x = 12345;   // fixed data: the figures do not depend on it
+    for (uint8_t &b : buf) {
+        x = x * 1103515245u + 12345u;
+        b = static_cast<uint8_t>(x >> 24);
+    }
+    std::printf("crc32c() uses: %s\n%-34s", srcnic::crc32c_path_name(), "path \\ bytes");
+    for (size_t size : sizes) {
+        std::printf(" %15zu", size);
+    }
+    std::printf("\n");
+    uint32_t sink = 0;
+    for (const srcnic::Crc32cPath &path : paths) {
+        std::printf("%-34s", path.name);
+        for (size_t size : sizes) {
+            const size_t calls = (32u << 20) / size + 1;   // 32 MiB a timing
+            double best_ns = 0;
+            for (int r = 0; r < rounds; r++) {
+                const auto t0 = std::chrono::steady_clock::now();
+                for (size_t i = 0; i < calls; i++) {
+                    sink += path.fn(sink, buf.data() + (i & 7) * 64, size);   // 8 alignments
+                }
+                const auto t1 = std::chrono::steady_clock::now();
+                const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / calls;
+                best_ns = (r == 0 || ns < best_ns) ? ns : best_ns;
+            }
+            std::printf(" %6.0f ns %4.1fG", best_ns, size / best_ns);
+        }
+        std::printf("\n");
+    }
+    std::printf("(ns per call and GB/s, best of %d; checksum %08x)\n", rounds, sink);
+    return 0;
+}
