@@ -20,6 +20,7 @@ int main(int argc, char **argv)
     }
     const std::vector<srcnic::Crc32cPath> paths = srcnic::crc32c_paths();
     const size_t sizes[] = {104, 256, 512, 1128, 4096, 16384, 65000};
+    const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
     std::vector<uint8_t> buf(65000 + 512);
     uint32_t x = 12345;   // fixed data: the figures do not depend on it
     for (uint8_t &b : buf) {
@@ -31,22 +32,29 @@ int main(int argc, char **argv)
         std::printf(" %15zu", size);
     }
     std::printf("\n");
+    // Paths take turns within each round, so a machine that changes speed during the run
+    // slows them alike.
     uint32_t sink = 0;
-    for (const srcnic::Crc32cPath &path : paths) {
-        std::printf("%-34s", path.name);
-        for (size_t size : sizes) {
-            const size_t calls = (32u << 20) / size + 1;   // 32 MiB a timing
-            double best_ns = 0;
-            for (int r = 0; r < rounds; r++) {
+    std::vector<std::vector<double>> best_ns(paths.size(), std::vector<double>(nsizes));
+    for (size_t s = 0; s < nsizes; s++) {
+        const size_t size = sizes[s];
+        const size_t calls = (32u << 20) / size + 1;   // 32 MiB a timing
+        for (int r = 0; r < rounds; r++) {
+            for (size_t p = 0; p < paths.size(); p++) {
                 const auto t0 = std::chrono::steady_clock::now();
                 for (size_t i = 0; i < calls; i++) {
-                    sink += path.fn(sink, buf.data() + (i & 7) * 64, size);   // 8 alignments
+                    sink += paths[p].fn(sink, buf.data() + (i & 7) * 64, size);   // 8 alignments
                 }
                 const auto t1 = std::chrono::steady_clock::now();
                 const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / calls;
-                best_ns = (r == 0 || ns < best_ns) ? ns : best_ns;
+                best_ns[p][s] = (r == 0 || ns < best_ns[p][s]) ? ns : best_ns[p][s];
             }
-            std::printf(" %6.0f ns %4.1fG", best_ns, size / best_ns);
+        }
+    }
+    for (size_t p = 0; p < paths.size(); p++) {
+        std::printf("%-34s", paths[p].name);
+        for (size_t s = 0; s < nsizes; s++) {
+            std::printf(" %6.0f ns %4.1fG", best_ns[p][s], sizes[s] / best_ns[p][s]);
         }
         std::printf("\n");
     }
