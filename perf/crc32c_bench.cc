@@ -1,6 +1,8 @@
 // CRC-32C throughput of every path this CPU runs (src/wire/crc32c.h), side by side: which path
 // crc32c() picked here and what the others would give. Sizes are those of the engine's packets
-// (a header, a 1 KiB message's datagram) and of its large datagrams; the data stays in cache.
+// (a header, a 1 KiB message's datagram) and of its large datagrams. The data stays in cache,
+// but in the last column ("cold"): there each call takes the next 65000 bytes of a 64 MiB
+// buffer, as a sender's CRC over a large message reads memory the CPU has not touched lately.
 //
 //   perf/crc32c_bench [ROUNDS]      best of ROUNDS timings per path and size (default 5)
 #include "wire/crc32c.h"
@@ -19,17 +21,19 @@ int main(int argc, char **argv)
         return 2;
     }
     const std::vector<srcnic::Crc32cPath> paths = srcnic::crc32c_paths();
-    const size_t sizes[] = {104, 256, 512, 1128, 4096, 16384, 65000};
+    const size_t sizes[] = {104, 256, 512, 1128, 4096, 16384, 65000, 65000};
     const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
-    std::vector<uint8_t> buf(65000 + 512);
+    const size_t cold = nsizes - 1;           // the column read from kColdBytes
+    const size_t kColdBytes = size_t(64) << 20;
+    std::vector<uint8_t> buf(kColdBytes);
     uint32_t x = 12345;   // fixed data: the figures do not depend on it
     for (uint8_t &b : buf) {
         x = x * 1103515245u + 12345u;
         b = static_cast<uint8_t>(x >> 24);
     }
     std::printf("crc32c() uses: %s\n%-34s", srcnic::crc32c_path_name(), "path \\ bytes");
-    for (size_t size : sizes) {
-        std::printf(" %15zu", size);
+    for (size_t s = 0; s < nsizes; s++) {
+        std::printf(" %10zu%s", sizes[s], s == cold ? " cold" : "     ");
     }
     std::printf("\n");
     // Paths take turns within each round, so a machine that changes speed during the run
@@ -42,8 +46,14 @@ int main(int argc, char **argv)
         for (int r = 0; r < rounds; r++) {
             for (size_t p = 0; p < paths.size(); p++) {
                 const auto t0 = std::chrono::steady_clock::now();
+                size_t at = 0;
                 for (size_t i = 0; i < calls; i++) {
-                    sink += paths[p].fn(sink, buf.data() + (i & 7) * 64, size);   // 8 alignments
+                    if (s == cold) {
+                        at = (at + size + 64 <= kColdBytes) ? at + size : 0;
+                    } else {
+                        at = (i & 7) * 64;   // 8 alignments
+                    }
+                    sink += paths[p].fn(sink, buf.data() + at, size);
                 }
                 const auto t1 = std::chrono::steady_clock::now();
                 const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / calls;

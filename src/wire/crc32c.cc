@@ -530,80 +530,6 @@ __attribute__((target(SRCNIC_CRC_AVX2))) uint32_t crc32c_vclmul256_raw(uint32_t 
     const __m128i lanes[2] = {_mm256_castsi256_si128(z), _mm256_extracti128_si256(z, 1)};
     return fold_finish(lanes, 2, p, len, k);
 }
-
-// Large buffers: the folding and the crc32 instruction run on different units, so both at once
-// can go faster than either. On AMD Zen 3 (a 2-vCPU guest), 65000 bytes took 1.9-2.1 µs
-// against 2.7-3.2 folded or in chains when the machine was at its fastest, and as long as the
-// folding alone when it was slow (another guest on the core's other thread, presumably, using
-// the same units); 16 KiB was faster in 5 of 6 runs and as fast in the sixth. The split (128
-// folded bytes to 3 x 40 in chains a round, 16 rounds a superblock) was the best of those
-// tried, within the machine's noise. A
-// superblock of kFuseBlock bytes is cut into a part folded in kFuseRounds rounds of 128 bytes
-// and three parts of kFuseChain bytes, one chain each, 40 bytes of each chain per round; each
-// superblock's register, from zero, is then formed by moving each part's register past the
-// parts after it (shift_zeros) and joined to the register before it the same way.
-constexpr size_t kFuseRounds = 16;
-constexpr size_t kFuseChainStep = 40;                         // bytes per chain per round
-constexpr size_t kFuseVec = kFuseRounds * kYmmRound;          // 2048
-constexpr size_t kFuseChain = kFuseRounds * kFuseChainStep;   // 640
-constexpr size_t kFuseBlock = kFuseVec + 3 * kFuseChain;      // 3968: a 4 KiB buffer gains
-
-// The constant of shift_zeros for n zero bytes.
-constexpr uint32_t zero_shift_constant(size_t n)
-{
-    return reflect32(xpow_mod(static_cast<unsigned>(8 * n - 33)));
-}
-
-__attribute__((target(SRCNIC_CRC_AVX2))) uint32_t crc32c_fused256_raw(uint32_t reg,
-                                                                     const uint8_t *p,
-                                                                     size_t len)
-{
-    static constexpr uint32_t kPast1 = zero_shift_constant(kFuseChain);
-    static constexpr uint32_t kPast2 = zero_shift_constant(2 * kFuseChain);
-    static constexpr uint32_t kPast3 = zero_shift_constant(3 * kFuseChain);
-    static constexpr uint32_t kPastBlock = zero_shift_constant(kFuseBlock);
-    static const FoldConstants k;
-    const __m256i kround = broadcast256(k.by16[8]);
-    for (; len >= kFuseBlock; p += kFuseBlock, len -= kFuseBlock) {
-        const uint8_t *v = p;
-        const uint8_t *c = p + kFuseVec;   // chain j reads c + j kFuseChain + i
-        __m256i y0 = load256(v);
-        __m256i y1 = load256(v + 32);
-        __m256i y2 = load256(v + 64);
-        __m256i y3 = load256(v + 96);
-        uint64_t c0 = 0, c1 = 0, c2 = 0;
-        for (size_t i = 0; i < kFuseChain; i += kFuseChainStep) {
-            if (i != 0) {
-                v += kYmmRound;
-                y0 = _mm256_xor_si256(fold256(y0, kround), load256(v));
-                y1 = _mm256_xor_si256(fold256(y1, kround), load256(v + 32));
-                y2 = _mm256_xor_si256(fold256(y2, kround), load256(v + 64));
-                y3 = _mm256_xor_si256(fold256(y3, kround), load256(v + 96));
-            }
-            for (size_t w = i; w < i + kFuseChainStep; w += 8) {
-                uint64_t w0, w1, w2;
-                std::memcpy(&w0, c + w, sizeof(w0));
-                std::memcpy(&w1, c + kFuseChain + w, sizeof(w1));
-                std::memcpy(&w2, c + 2 * kFuseChain + w, sizeof(w2));
-                c0 = _mm_crc32_u64(c0, w0);
-                c1 = _mm_crc32_u64(c1, w1);
-                c2 = _mm_crc32_u64(c2, w2);
-            }
-        }
-        const __m256i z = _mm256_xor_si256(
-            _mm256_xor_si256(fold256(y0, broadcast256(k.by16[6])),
-                             fold256(y1, broadcast256(k.by16[4]))),
-            _mm256_xor_si256(fold256(y2, broadcast256(k.by16[2])), y3));
-        const __m128i lanes[2] = {_mm256_castsi256_si128(z), _mm256_extracti128_si256(z, 1)};
-        const uint32_t folded = fold_finish(lanes, 2, v + kYmmRound, 0, k);
-        const uint32_t block = shift_zeros(folded, kPast3) ^
-                               shift_zeros(static_cast<uint32_t>(c0), kPast2) ^
-                               shift_zeros(static_cast<uint32_t>(c1), kPast1) ^
-                               static_cast<uint32_t>(c2);
-        reg = shift_zeros(reg, kPastBlock) ^ block;
-    }
-    return crc32c_vclmul256_raw(reg, p, len);
-}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -662,7 +588,6 @@ const PathEntry kPaths[] = {
     SRCNIC_CRC_PATH("crc32 chains", crc32c_hw_raw, has_sse42),
     SRCNIC_CRC_PATH("crc32 chains + pclmulqdq joins", crc32c_hwc_raw, has_sse42_pclmul),
     SRCNIC_CRC_PATH("vpclmulqdq 256-bit folding", crc32c_vclmul256_raw, has_vpclmul256),
-    SRCNIC_CRC_PATH("256-bit folding + crc32 chains", crc32c_fused256_raw, has_vpclmul256),
     SRCNIC_CRC_PATH("vpclmulqdq 512-bit folding", crc32c_vclmul_raw, has_vpclmul512),
 #endif
 };
