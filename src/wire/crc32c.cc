@@ -317,8 +317,10 @@ FoldConstant fold_constant(unsigned distance_bits)
 }
 
 // The constant of every distance the folding uses, computed once: by16[n] moves a chunk n
-// 16-byte chunks forward (n = 1..kMaxFoldChunks; by16[0] is unused).
-constexpr unsigned kMaxFoldChunks = 28;
+// 16-byte chunks forward (n = 1..kMaxFoldChunks; by16[0] is unused). The farthest move is the
+// 512-bit path's: its first register, over the three after it and three more whole blocks of
+// 64 bytes, 6 x 4 chunks.
+constexpr unsigned kMaxFoldChunks = 24;
 
 struct FoldConstants {
     FoldConstant by16[kMaxFoldChunks + 1] = {};
