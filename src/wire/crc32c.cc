@@ -373,12 +373,6 @@ fold_finish(const __m128i *lane, size_t nlanes, const uint8_t *p, size_t len,
     return crc32c_hw_raw(static_cast<uint32_t>(r), p, len);
 }
 
-// GCC 12's AVX-512 headers build some intrinsics from an uninitialized vector, which
-// -Wmaybe-uninitialized reports inside them: not our code, and harmless.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 // The shortest buffer folded with VPCLMULQDQ: the 512-bit loop's first round loads 256 bytes,
 // and from there folding beats the interleaved crc32 chains (on AMD Zen 5, 512-1023 bytes took
@@ -409,16 +403,16 @@ __attribute__((target(SRCNIC_CRC_AVX512))) inline __m512i load512(const uint8_t 
 
 __attribute__((target(SRCNIC_CRC_AVX512))) inline __m512i broadcast(const FoldConstant &k)
 {
-    return _mm512_broadcast_i32x4(vec128(k));
+    return _mm512_set_epi64(static_cast<long long>(k.hi), static_cast<long long>(k.lo),
+                            static_cast<long long>(k.hi), static_cast<long long>(k.lo),
+                            static_cast<long long>(k.hi), static_cast<long long>(k.lo),
+                            static_cast<long long>(k.hi), static_cast<long long>(k.lo));
 }
 
-__attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t reg,
-                                                                     const uint8_t *p,
-                                                                     size_t len)
+// len >= kVclmulMin (short_or_fold).
+__attribute__((target(SRCNIC_CRC_AVX512), noinline)) uint32_t
+crc32c_vclmul_fold(uint32_t reg, const uint8_t *p, size_t len)
 {
-    if (len < kVclmulMin) {
-        return crc32c_hwc_raw(reg, p, len);
-    }
     static const FoldConstants k;
     const __m512i k2048 = broadcast(k.by16[16]);
 
@@ -462,8 +456,8 @@ __attribute__((target(SRCNIC_CRC_AVX512))) uint32_t crc32c_vclmul_raw(uint32_t r
     }
     p += 64 * nb;
     len -= 64 * nb;
-    const __m128i lanes[4] = {_mm512_extracti32x4_epi32(z, 0), _mm512_extracti32x4_epi32(z, 1),
-                              _mm512_extracti32x4_epi32(z, 2), _mm512_extracti32x4_epi32(z, 3)};
+    alignas(64) __m128i lanes[4];
+    _mm512_store_si512(lanes, z);
     return fold_finish(lanes, 4, p, len, k);
 }
 
@@ -489,13 +483,10 @@ __attribute__((target(SRCNIC_CRC_AVX2))) inline __m256i broadcast256(const FoldC
 
 constexpr size_t kYmmRound = 128;
 
-__attribute__((target(SRCNIC_CRC_AVX2))) uint32_t crc32c_vclmul256_raw(uint32_t reg,
-                                                                      const uint8_t *p,
-                                                                      size_t len)
+// len >= kVclmulMin (short_or_fold).
+__attribute__((target(SRCNIC_CRC_AVX2), noinline)) uint32_t
+crc32c_vclmul256_fold(uint32_t reg, const uint8_t *p, size_t len)
 {
-    if (len < kVclmulMin) {
-        return crc32c_hwc_raw(reg, p, len);
-    }
     static const FoldConstants k;
     const __m256i kround = broadcast256(k.by16[8]);
     __m256i y0 = _mm256_xor_si256(load256(p), _mm256_zextsi128_si256(
@@ -532,9 +523,17 @@ __attribute__((target(SRCNIC_CRC_AVX2))) uint32_t crc32c_vclmul256_raw(uint32_t 
     const __m128i lanes[2] = {_mm256_castsi256_si128(z), _mm256_extracti128_si256(z, 1)};
     return fold_finish(lanes, 2, p, len, k);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
 #endif
+
+#if defined(__x86_64__)
+// A folding path for buffers of kVclmulMin bytes and more, the joined chains below: the folding
+// functions set up a large frame (six saved registers, the stack aligned for vectors) that a
+// packet header, the commonest CRC, should not pay for.
+template <Crc32cRawFn Fold>
+uint32_t short_or_fold(uint32_t reg, const uint8_t *p, size_t len)
+{
+    return len < kVclmulMin ? crc32c_hwc_raw(reg, p, len) : Fold(reg, p, len);
+}
 #endif
 
 // What each path needs of the CPU.
@@ -589,8 +588,10 @@ const PathEntry kPaths[] = {
 #if defined(__x86_64__)
     SRCNIC_CRC_PATH("crc32 chains", crc32c_hw_raw, has_sse42),
     SRCNIC_CRC_PATH("crc32 chains + pclmulqdq joins", crc32c_hwc_raw, has_sse42_pclmul),
-    SRCNIC_CRC_PATH("vpclmulqdq 256-bit folding", crc32c_vclmul256_raw, has_vpclmul256),
-    SRCNIC_CRC_PATH("vpclmulqdq 512-bit folding", crc32c_vclmul_raw, has_vpclmul512),
+    SRCNIC_CRC_PATH("vpclmulqdq 256-bit folding", short_or_fold<crc32c_vclmul256_fold>,
+                    has_vpclmul256),
+    SRCNIC_CRC_PATH("vpclmulqdq 512-bit folding", short_or_fold<crc32c_vclmul_fold>,
+                    has_vpclmul512),
 #endif
 };
 #undef SRCNIC_CRC_PATH
