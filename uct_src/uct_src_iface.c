@@ -29,9 +29,10 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_src_iface_config_t, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
 
-    {"SEG_SIZE", "8k",
+    {"SEG_SIZE", "16k",
      "Largest bcopy message and size of each receive buffer; an active message larger than\n"
-     "this is fragmented by UCP.",
+     "this is fragmented by UCP. The default holds an 8 KiB message with UCP's header in one\n"
+     "fragment.",
      ucs_offsetof(uct_src_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"TX_QUEUE_LEN", "256",
@@ -201,10 +202,10 @@ static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
      * am_lat median 5-5.5 us one-way on loopback, 7.4-7.7 us across a veth path; put_bw
      * zcopy of 1 MiB 5.7 GB/s on loopback, 1.5 GB/s across 1500-byte veth (datagrams of
      * 1472 bytes); about 1 us of engine CPU per message (1.1 M messages/s). UCP chooses its
-     * protocols and thresholds from these. Its automatic rendezvous threshold still lands at
-     * hundreds of KiB (its model has one bandwidth for eager and rendezvous), where
-     * rendezvous is already faster at 16 KiB across a real interface: see README.md on
-     * UCX_RNDV_THRESH. */
+     * protocols and thresholds from these and from uct_src_iface_estimate_perf, which adds an
+     * eager fragment's copies: the automatic rendezvous threshold is about 60 KiB on loopback
+     * and 80 KiB across an interface (tests/uct/ucp_thresholds.sh), where rendezvous is
+     * already faster at 16 KiB: see README.md on UCX_RNDV_THRESH. */
     attr->latency             = ucs_linear_func_make(iface->is_loopback ? 5.5e-6 : 7.5e-6, 0);
     attr->bandwidth.dedicated = 0;
     attr->bandwidth.shared    = (iface->is_loopback ? 5000.0 : 1500.0) * UCS_MBYTE;
@@ -727,8 +728,39 @@ static uct_iface_ops_t uct_src_iface_ops = {
     .iface_is_reachable       = uct_src_iface_is_reachable
 };
 
+/* What an active message of one fragment costs beyond the rendezvous path's data movement, per
+ * byte: the receiver copies it from the engine's packet buffer into a posted receive buffer and
+ * UCP copies it again into the user's buffer (rendezvous places the data straight into the
+ * user's buffer), and bcopy copies it once more at the sender. Measured as MPI bandwidth on
+ * loopback (perf/README.md): eager 16 KiB fragments 1.1-1.6 GB/s at 64-128 KiB, rendezvous
+ * 1.7-2.8. Taken as one copy at this speed. */
+#define UCT_SRC_EAGER_COPY_BW (3000.0 * UCS_MBYTE)
+
+/* UCP (protocols v1) models eager messages as bandwidth plus the operation's send overheads per
+ * fragment (max_bcopy bytes), and puts its automatic rendezvous threshold where rendezvous,
+ * with its extra round trip, becomes the faster. The base estimate's overhead (1 us) leaves out
+ * the fragment's copies; with them, the threshold falls from hundreds of KiB, where eager
+ * messages ran at half of rendezvous' speed, to about 60 KiB on loopback. */
+static ucs_status_t uct_src_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_attr_t *perf_attr)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    ucs_status_t status;
+
+    status = uct_base_iface_estimate_perf(tl_iface, perf_attr);
+    if ((status != UCS_OK) ||
+        !(perf_attr->field_mask & UCT_PERF_ATTR_FIELD_OPERATION) ||
+        !(perf_attr->field_mask & UCT_PERF_ATTR_FIELD_SEND_PRE_OVERHEAD) ||
+        ((perf_attr->operation != UCT_EP_OP_AM_BCOPY) &&
+         (perf_attr->operation != UCT_EP_OP_AM_ZCOPY))) {
+        return status;
+    }
+
+    perf_attr->send_pre_overhead += iface->seg_size / UCT_SRC_EAGER_COPY_BW;
+    return UCS_OK;
+}
+
 static uct_iface_internal_ops_t uct_src_iface_internal_ops = {
-    .iface_estimate_perf = uct_base_iface_estimate_perf,
+    .iface_estimate_perf = uct_src_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
     .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
     .ep_invalidate       = uct_src_ep_invalidate
