@@ -138,6 +138,7 @@ typedef struct uct_src_iface {
     uct_recv_desc_t       release_desc;  /* how UCP returns a kept receive buffer */
     ucs_mpool_t           rx_mp;         /* receive buffers */
     ucs_mpool_t           tx_mp;         /* send descriptors with their bcopy buffers */
+    ucs_mpool_t           tx_small_mp;   /* send descriptors of the other sends (see ep.c) */
     unsigned              tx_max;        /* sends allowed in flight */
     unsigned              tx_outstanding;/* sends posted and not completed */
     unsigned              rx_max;        /* receive buffers to keep posted */

@@ -48,10 +48,10 @@ struct uct_src_flush_req {
 
 /* The common start of every send, under the async lock: the checks above, then a send
  * descriptor (NO_RESOURCE when all are in flight) carrying the user's completion. */
-#define UCT_SRC_EP_GET_DESC_LOCKED(_iface, _ep, _comp, _desc, _status, _label) \
+#define UCT_SRC_EP_GET_DESC_LOCKED(_iface, _mp, _ep, _comp, _desc, _status, _label) \
     do { \
         UCT_SRC_EP_CHECK_SEND_LOCKED(_iface, _ep, _status, _label); \
-        _desc = uct_src_ep_desc_get(_iface, _ep, _comp); \
+        _desc = uct_src_ep_desc_get(_mp, _ep, _comp); \
         if (ucs_unlikely(_desc == NULL)) { \
             _status = UCS_ERR_NO_RESOURCE; \
             goto _label; \
@@ -247,9 +247,9 @@ void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc
 }
 
 static UCS_F_ALWAYS_INLINE uct_src_send_desc_t *
-uct_src_ep_desc_get(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_completion_t *comp)
+uct_src_ep_desc_get(ucs_mpool_t *mp, uct_src_ep_t *ep, uct_completion_t *comp)
 {
-    uct_src_send_desc_t *desc = ucs_mpool_get_inline(&iface->tx_mp);
+    uct_src_send_desc_t *desc = ucs_mpool_get_inline(mp);
 
     if (ucs_likely(desc != NULL)) {
         desc->ep        = ep;
@@ -339,7 +339,7 @@ ucs_status_t uct_src_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_CHECK_AM_ID(id);
     UCT_CHECK_LENGTH(sizeof(header) + length, 0, iface->max_short, "am_short");
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    UCT_SRC_EP_GET_DESC_LOCKED(iface, ep, NULL, desc, status, out);
+    UCT_SRC_EP_GET_DESC_LOCKED(iface, &iface->tx_small_mp, ep, NULL, desc, status, out);
     uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
     wqe.imm        = id;
     wqe.flags      = SRCNIC_WQE_FLAG_INLINE;
@@ -369,7 +369,7 @@ static ssize_t uct_src_ep_bcopy(uct_src_ep_t *ep, srcnic_opcode_t opcode, uint32
     size_t length = 0;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    UCT_SRC_EP_GET_DESC_LOCKED(iface, ep, NULL, desc, status, out);
+    UCT_SRC_EP_GET_DESC_LOCKED(iface, &iface->tx_mp, ep, NULL, desc, status, out);
     length = pack_cb(desc + 1, arg);
     if (ucs_unlikely(length > iface->seg_size)) {
         ucs_mpool_put_inline(desc);
@@ -421,7 +421,7 @@ ucs_status_t uct_src_ep_am_zcopy(uct_ep_h tl_ep, uint8_t id, const void *header,
     UCT_CHECK_LENGTH(header_length + uct_iov_total_length(iov, iovcnt), 0, iface->seg_size,
                      "am_zcopy");
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    UCT_SRC_EP_GET_DESC_LOCKED(iface, ep, comp, desc, status, out);
+    UCT_SRC_EP_GET_DESC_LOCKED(iface, &iface->tx_small_mp, ep, comp, desc, status, out);
     uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
     wqe.imm = id;
     if (header_length != 0) {
@@ -455,7 +455,7 @@ ucs_status_t uct_src_ep_put_short(uct_ep_h tl_ep, const void *buffer, unsigned l
 
     UCT_CHECK_LENGTH(length, 0, iface->max_short, "put_short");
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    UCT_SRC_EP_GET_DESC_LOCKED(iface, ep, NULL, desc, status, out);
+    UCT_SRC_EP_GET_DESC_LOCKED(iface, &iface->tx_small_mp, ep, NULL, desc, status, out);
     uct_src_wqe_init(&wqe, SRCNIC_OP_WRITE);
     wqe.flags       = SRCNIC_WQE_FLAG_INLINE;
     wqe.inline_len  = length;
@@ -488,7 +488,7 @@ static ucs_status_t uct_src_ep_rdma_zcopy(uct_src_ep_t *ep, srcnic_opcode_t opco
     ucs_status_t status;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    UCT_SRC_EP_GET_DESC_LOCKED(iface, ep, comp, desc, status, out);
+    UCT_SRC_EP_GET_DESC_LOCKED(iface, &iface->tx_small_mp, ep, comp, desc, status, out);
     uct_src_wqe_init(&wqe, opcode);
     wqe.remote_addr = remote_addr;
     wqe.rkey        = rkey;
@@ -540,7 +540,7 @@ ucs_status_t uct_src_ep_get_bcopy(uct_ep_h tl_ep, uct_unpack_callback_t unpack_c
 
     UCT_CHECK_LENGTH(length, 0, iface->seg_size, "get_bcopy");
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    UCT_SRC_EP_GET_DESC_LOCKED(iface, ep, comp, desc, status, out);
+    UCT_SRC_EP_GET_DESC_LOCKED(iface, &iface->tx_mp, ep, comp, desc, status, out);
     desc->unpack_cb  = unpack_cb;
     desc->unpack_arg = arg;
     desc->length     = length;
@@ -665,7 +665,7 @@ ucs_status_t uct_src_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
         status = UCS_ERR_NO_RESOURCE;
         goto out;
     }
-    desc = uct_src_ep_desc_get(iface, ep, NULL);
+    desc = uct_src_ep_desc_get(&iface->tx_small_mp, ep, NULL);
     if (desc == NULL) {
         status = UCS_ERR_NO_RESOURCE;
         goto out;

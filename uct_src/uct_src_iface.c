@@ -636,11 +636,22 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     if (status != UCS_OK) {
         goto err_cleanup_rx_mp;
     }
+    /* Short, zero-copy and check sends need no bcopy buffer, only room for an am_zcopy
+     * header: taking theirs from tx_mp made a job's first message fault in a chunk of 64
+     * buffers (1 MB with 16 KiB fragments) on its way out. Both pools are bounded together
+     * by tx_max (uct_src_iface_has_tx_resources). */
+    status = ucs_mpool_init(&self->tx_small_mp, 0,
+                            sizeof(uct_src_send_desc_t) + SRCNIC_WQE_INLINE_MAX,
+                            sizeof(uct_src_send_desc_t), UCS_SYS_CACHE_LINE_SIZE, 64,
+                            self->tx_max, &uct_src_mpool_ops, "src_tx_small_desc");
+    if (status != UCS_OK) {
+        goto err_cleanup_tx_mp;
+    }
     uct_src_iface_post_recvs(self);
     if (self->rx_posted != self->rx_max) {
         ucs_error("src: could not post %u receive buffers", self->rx_max);
         status = UCS_ERR_NO_MEMORY;
-        goto err_cleanup_tx_mp;
+        goto err_cleanup_tx_small_mp;
     }
 
     async = self->super.worker->async;
@@ -651,13 +662,15 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
         if (status != UCS_OK) {
             ucs_error("src: failed to add the background progress timer: %s",
                       ucs_status_string(status));
-            goto err_cleanup_tx_mp;
+            goto err_cleanup_tx_small_mp;
         }
     }
     ucs_debug("src: iface %p on %s (%s) qpn %u seg_size %zu", self, self->if_name,
               nic_config.bind_addr, srcnic_qp_num(self->qp), self->seg_size);
     return UCS_OK;
 
+err_cleanup_tx_small_mp:
+    ucs_mpool_cleanup(&self->tx_small_mp, 0);
 err_cleanup_tx_mp:
     ucs_mpool_cleanup(&self->tx_mp, 0);
 err_cleanup_rx_mp:
@@ -686,6 +699,7 @@ static UCS_CLASS_CLEANUP_FUNC(uct_src_iface_t)
     /* Destroying the QP completes nothing we would still read; the engine goes with it. */
     srcnic_qp_destroy(self->qp);
     srcnic_nic_destroy(self->nic);
+    ucs_mpool_cleanup(&self->tx_small_mp, 0);
     ucs_mpool_cleanup(&self->tx_mp, 0);
     ucs_mpool_cleanup(&self->rx_mp, 0);
     ucs_arbiter_cleanup(&self->arbiter);

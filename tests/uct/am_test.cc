@@ -129,6 +129,34 @@ TEST_F(UctSrc, am_short_iov__gathers_every_entry)
     }
 }
 
+// A short or zero-copy send takes a descriptor without a bcopy buffer: taking one of those made
+// a job's first message fault in 64 of them (1 MB with 16 KiB fragments) on its way out.
+TEST_F(UctSrc, am_short_and_zcopy__take_no_bcopy_buffer)
+{
+    ASSERT_FALSE(uct_src_test_bcopy_pool_grown(a_.iface)) << "premise: no send yet";
+    const uint64_t payload = 0x5eed;
+    ASSERT_EQ(UCS_OK, am_short(ep_ab_, 1, &payload, sizeof(payload)));
+    std::vector<uint8_t> data(4096, 0x42);
+    Region region;
+    ASSERT_NO_FATAL_FAILURE(mem_reg(md_a_, data.data(), data.size(), &region));
+    uct_iov_t iov{data.data(), data.size(), region.memh, 0, 1};
+    Completion &comp = completion();
+    const uint64_t header = 7;
+    const ucs_status_t status = uct_ep_am_zcopy(ep_ab_, kAmId, &header, sizeof(header), &iov, 1,
+                                                0, &comp.uct);
+    ASSERT_TRUE(status == UCS_OK || status == UCS_INPROGRESS) << ucs_status_string(status);
+    ASSERT_TRUE(wait_for([&] {
+        return b_.rx.size() == 2 && (status == UCS_OK || comp.fired != 0);
+    }));
+    flush_ep(ep_ab_);
+    EXPECT_FALSE(uct_src_test_bcopy_pool_grown(a_.iface))
+        << "a short or zero-copy send took a descriptor with a bcopy buffer";
+    ASSERT_EQ(static_cast<ssize_t>(sizeof(payload)), am_bcopy(ep_ab_, &payload, sizeof(payload)));
+    flush_ep(ep_ab_);
+    EXPECT_TRUE(uct_src_test_bcopy_pool_grown(a_.iface)) << "the check sees no bcopy send";
+    ASSERT_NO_FATAL_FAILURE(mem_dereg(&region));
+}
+
 TEST_F(UctSrc, am_bcopy__delivered_at_every_size_class)
 {
     const size_t max = a_.attr.cap.am.max_bcopy;

@@ -64,6 +64,17 @@ unsigned uct_src_test_rx_posted(uct_iface_h tl_iface)
     return num;
 }
 
+int uct_src_test_bcopy_pool_grown(uct_iface_h tl_iface)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    int grown;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    grown = iface->tx_mp.data->chunks != NULL;
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return grown;
+}
+
 unsigned uct_src_test_num_connections(uct_iface_h tl_iface)
 {
     uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);

@@ -34,6 +34,10 @@ unsigned long uct_src_test_async_runs(uct_iface_h iface);
 /* Receive buffers the iface has posted to its engine now. */
 unsigned uct_src_test_rx_posted(uct_iface_h iface);
 
+/* Whether the iface's pool of bcopy send descriptors (each with a buffer of UCX_SRC_SEG_SIZE)
+ * has grown its first chunk: only bcopy sends should make it. */
+int uct_src_test_bcopy_pool_grown(uct_iface_h iface);
+
 /* Connections the iface's engine holds open. */
 unsigned uct_src_test_num_connections(uct_iface_h iface);
 
