@@ -10,6 +10,7 @@
 #include <srcnic/srcnic.h>
 
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -54,20 +55,47 @@ srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **
     return status;
 }
 
+/* Appends to line[*len..size - 2] (a newline still fits after it), truncating. */
+static void append(char *line, size_t size, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *line, size_t size, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (*len >= size - 2) {
+        return;
+    }
+    va_start(ap, fmt);
+    n = vsnprintf(line + *len, size - 1 - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        *len += ((size_t)n < size - 2 - *len) ? (size_t)n : size - 2 - *len;
+    }
+}
+
 static void probe_report(srcnic_nic_t *nic)
 {
+    /* One write per report: the ranks of a job share the launcher's output, and a report
+     * written in pieces came out interleaved with another rank's. */
+    char line[4096];
+    size_t len = 0;
     int c;
 
-    fprintf(stderr, "src_probe: pid %d engine connections %u state_bytes_per_conn %zu",
-            (int)getpid(), srcnic_nic_num_connections(nic), srcnic_conn_state_bytes(nic));
+    append(line, sizeof(line), &len, "src_probe: pid %d engine connections %u "
+           "state_bytes_per_conn %zu", (int)getpid(), srcnic_nic_num_connections(nic),
+           srcnic_conn_state_bytes(nic));
     for (c = 0; c < SRCNIC_CNT_LAST; ++c) {
         uint64_t v = srcnic_nic_counter(nic, (srcnic_counter_t)c);
         if (v != 0) {
-            fprintf(stderr, " %s=%llu", srcnic_counter_name((srcnic_counter_t)c),
-                    (unsigned long long)v);
+            append(line, sizeof(line), &len, " %s=%llu",
+                   srcnic_counter_name((srcnic_counter_t)c), (unsigned long long)v);
         }
     }
-    fprintf(stderr, "\n");
+    line[len++] = '\n';
+    if (write(STDERR_FILENO, line, len) < 0) {
+        return; /* the report is informative only */
+    }
 }
 
 void srcnic_nic_destroy(srcnic_nic_t *nic)
