@@ -204,8 +204,8 @@ static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
      * 1472 bytes); about 1 us of engine CPU per message (1.1 M messages/s). UCP chooses its
      * protocols and thresholds from these and from uct_src_iface_estimate_perf, which adds an
      * eager fragment's copies: the automatic rendezvous threshold is about 60 KiB on loopback
-     * and 80 KiB across an interface (tests/uct/ucp_thresholds.sh), where rendezvous is
-     * already faster at 16 KiB: see README.md on UCX_RNDV_THRESH. */
+     * and 80 KiB across an interface (tests/uct/ucp_thresholds.sh). Across a 1500-byte path a
+     * lower one trades latency for bandwidth: see README.md on UCX_RNDV_THRESH. */
     attr->latency             = ucs_linear_func_make(iface->is_loopback ? 5.5e-6 : 7.5e-6, 0);
     attr->bandwidth.dedicated = 0;
     attr->bandwidth.shared    = (iface->is_loopback ? 5000.0 : 1500.0) * UCS_MBYTE;
