@@ -54,7 +54,9 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      ucs_offsetof(uct_src_iface_config_t, rx_max_bufs), UCS_CONFIG_TYPE_INT},
 
     {"MTU", "0",
-     "Largest datagram the engine sends, bytes; 0 chooses the interface's (65000 on loopback).",
+     "Largest datagram the engine sends, bytes; 0 chooses the interface's (65000 on loopback,\n"
+     "and to other processes at the interface's own address: the kernel reaches them over\n"
+     "loopback). A value set here applies to every peer.",
      ucs_offsetof(uct_src_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"WINDOW", "128",

@@ -49,6 +49,10 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
     c->state = ConnState::kOpen;
     c->peer_addr = addr;
     c->peer_nic = peer_nic;
+    // The link's datagram size for this peer (larger for a peer at our own address, which the
+    // kernel reaches over loopback), unless the configuration fixed one for all.
+    c->seg_payload = (config_.mtu != 0 ? mtu_ : std::max(mtu_, link_->path_mtu(addr))) -
+                     static_cast<uint32_t>(sizeof(PacketHeader));
     c->rto_us = config_.rto_us;
     c->rnr_delay_us = config_.rnr_delay_us;
     if (!reorder) {

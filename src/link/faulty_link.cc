@@ -190,7 +190,7 @@ private:
     FaultConfig cfg_;                  // this direction's faults
     Random rng_;                       // this direction's generator
     FaultCounters counters_;           // faults injected
-    uint32_t buf_size_ = 0;            // bytes per pool buffer (the inner link's MTU)
+    uint32_t buf_size_ = 0;            // bytes per pool buffer (the inner link's max_datagram)
     std::unique_ptr<uint8_t[]> bufs_;  // max_held buffers of buf_size_ bytes
     std::unique_ptr<uint32_t[]> free_; // stack of free buffer indexes (max_held entries)
     uint32_t free_count_ = 0;          // entries on free_
@@ -225,11 +225,11 @@ srcnic_status_t FaultyLink::open(std::unique_ptr<Link> &&inner, const FaultyLink
         link->rx_.reset(new (std::nothrow) Direction());
     }
     if (link == nullptr || link->tx_ == nullptr || link->rx_ == nullptr ||
-        link->tx_->init(cfg.tx, cfg.seed, cfg.max_held, inner->mtu()) != SRCNIC_OK ||
-        link->rx_->init(cfg.rx, cfg.seed ^ kFaultRxSeedXor, cfg.max_held, inner->mtu()) !=
-            SRCNIC_OK) {
+        link->tx_->init(cfg.tx, cfg.seed, cfg.max_held, inner->max_datagram()) != SRCNIC_OK ||
+        link->rx_->init(cfg.rx, cfg.seed ^ kFaultRxSeedXor, cfg.max_held,
+                        inner->max_datagram()) != SRCNIC_OK) {
         link_log_error("faulty link: out of memory for 2 x %u held datagrams of %u bytes",
-                       cfg.max_held, inner->mtu());
+                       cfg.max_held, inner->max_datagram());
         return SRCNIC_ERR_NO_MEMORY;
     }
     link->inner_ = std::move(inner);
@@ -304,14 +304,14 @@ uint32_t FaultyLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
         for (uint32_t i = 0; valid && i < dgram.iovcnt; ++i) {
             len += dgram.iov[i].iov_len;
         }
-        if (!valid || len > tx_->buf_size()) {
+        if (!valid || len > inner_->path_mtu(dgram.dst)) {
             ++stats_.tx_errors;
             if (tx_log_.allow()) {
                 link_log_error("faulty link %s: dropping an invalid datagram to %s (%u iov "
                                "entries, %zu bytes, mtu %u)",
                                inner_->local_addr().to_string().c_str(),
                                dgram.dst.to_string().c_str(), dgram.iovcnt, len,
-                               tx_->buf_size());
+                               inner_->path_mtu(dgram.dst));
             }
             continue;
         }

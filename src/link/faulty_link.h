@@ -103,7 +103,7 @@ class FaultyLink final : public Link {
 public:
     // Wraps *inner. Takes ownership of it (moves from it) only on success; *link_p is set only
     // on success. INVALID_PARAM for a null inner link or a bad config, NO_MEMORY when the held
-    // buffers (2 * max_held * inner->mtu() bytes) cannot be allocated.
+    // buffers (2 * max_held * inner->max_datagram() bytes) cannot be allocated.
     static srcnic_status_t open(std::unique_ptr<Link> &&inner, const FaultyLinkConfig &cfg,
                                 std::unique_ptr<FaultyLink> *link_p);
 
@@ -113,9 +113,11 @@ public:
 
     uint32_t tx_burst(const TxDatagram *dgrams, uint32_t n) override;
     uint32_t rx_burst(RxDatagram *slots, uint32_t n) override;
-    // The inner link's address and MTU.
+    // The inner link's address and datagram sizes.
     const LinkAddr &local_addr() const override { return inner_->local_addr(); }
     uint32_t mtu() const override { return inner_->mtu(); }
+    uint32_t path_mtu(const LinkAddr &peer) const override { return inner_->path_mtu(peer); }
+    uint32_t max_datagram() const override { return inner_->max_datagram(); }
     // The inner link's event fd; see "Release" above for held datagrams.
     int event_fd() const override { return inner_->event_fd(); }
     void rx_notify(bool on) override { inner_->rx_notify(on); }

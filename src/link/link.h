@@ -104,8 +104,22 @@ public:
     // The address peers send to (for UDP: the bound address with the actual port).
     virtual const LinkAddr &local_addr() const = 0;
 
-    // Largest datagram, in bytes, that tx_burst accepts and rx_burst can return.
+    // Largest datagram, in bytes, that tx_burst accepts for every peer.
     virtual uint32_t mtu() const = 0;
+
+    // Largest datagram, in bytes, that tx_burst accepts for peer: mtu(), or more where the
+    // path to peer carries more (the UDP link: a peer at the link's own address is reached
+    // over loopback, whatever the interface's MTU).
+    virtual uint32_t path_mtu(const LinkAddr &peer) const
+    {
+        (void)peer;
+        return mtu();
+    }
+
+    // Largest datagram, in bytes, that rx_burst can return: at least mtu(), and at least what
+    // path_mtu() allows a peer of the same kind (a receive slot of this size holds whatever
+    // such a peer sends).
+    virtual uint32_t max_datagram() const { return mtu(); }
 
     // A file descriptor that polls readable (level-triggered) while rx_burst would return
     // datagrams, or -1 if the link has none (then the caller must poll). A link may announce

@@ -394,6 +394,7 @@ srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
     }
 
     uint32_t automatic = kUdpLoopbackMtu;
+    uint32_t local = 0;   // datagram size for peers at the bound address, if larger
     uint32_t limit = proto_max;
     std::string limit_reason = std::string("the ") + family_name(family_) + " UDP limit";
     bool ok = true;
@@ -413,6 +414,18 @@ srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
         }
         const bool loopback = (holder->ifa_flags & IFF_LOOPBACK) != 0;
         automatic = loopback && kUdpLoopbackMtu < limit ? kUdpLoopbackMtu : limit;
+        // Peers at the bound address itself are reached over the loopback interface: they
+        // get loopback-sized datagrams (local_mtu_), unless a size was configured.
+        for (const struct ifaddrs *ifa = ifas; ok && !loopback && configured == 0 &&
+                                               local == 0 && ifa != nullptr;
+             ifa = ifa->ifa_next) {
+            uint32_t lomtu = 0;
+            if (ifa->ifa_addr != nullptr && ifa->ifa_addr->sa_family == family_ &&
+                (ifa->ifa_flags & (IFF_LOOPBACK | IFF_UP)) == (IFF_LOOPBACK | IFF_UP) &&
+                if_mtu(ifa->ifa_name, &lomtu) && lomtu > headers) {
+                local = std::min({kUdpLoopbackMtu, lomtu - headers, proto_max});
+            }
+        }
     } else {
         // The wildcard, or an address no interface holds (non-local binding allowed by
         // sysctl): the smallest MTU of the interfaces a datagram may leave by.
@@ -435,6 +448,7 @@ srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
 
     if (configured == 0) {
         mtu_ = automatic < limit ? automatic : limit;
+        local_mtu_ = std::max(mtu_, local);
         return SRCNIC_OK;
     }
     if (configured > limit) {
@@ -443,7 +457,13 @@ srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
         return SRCNIC_ERR_INVALID_PARAM;
     }
     mtu_ = configured;
+    local_mtu_ = configured;
     return SRCNIC_OK;
+}
+
+uint32_t UdpLink::path_mtu(const LinkAddr &peer) const
+{
+    return local_mtu_ != mtu_ && is_local(peer) ? local_mtu_ : mtu_;
 }
 
 const char *UdpLink::tx_invalid_reason(const TxDatagram &dgram, uint32_t *len_p) const
@@ -458,7 +478,7 @@ const char *UdpLink::tx_invalid_reason(const TxDatagram &dgram, uint32_t *len_p)
     for (uint32_t i = 0; i < dgram.iovcnt; ++i) {
         len += dgram.iov[i].iov_len;
     }
-    if (len > mtu_) {
+    if (len > mtu_ && (len > local_mtu_ || !is_local(dgram.dst))) {
         return "longer than the mtu";
     }
     if (dgram.dst.family != family_) {

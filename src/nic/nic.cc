@@ -70,10 +70,13 @@ srcnic_status_t Nic::init()
         SRCNIC_LOG_ERROR("link mtu %u is below the minimum of %u bytes", mtu_, kMinMtu);
         return SRCNIC_ERR_INVALID_PARAM;
     }
-    seg_payload_ = mtu_ - static_cast<uint32_t>(sizeof(PacketHeader));
     // A message may span at most half the PSN space that serial arithmetic can order, and the
-    // CQE reports its length in 32 bits.
-    max_msg_ = std::min<size_t>(static_cast<size_t>(seg_payload_) * (1u << 20), 1ull << 31);
+    // CQE reports its length in 32 bits (counted in the smallest packets any connection uses).
+    max_msg_ = std::min<size_t>(static_cast<size_t>(mtu_ - sizeof(PacketHeader)) * (1u << 20),
+                                1ull << 31);
+    // A peer the link reaches over a path that carries more (the UDP link: another process at
+    // the same address) sends larger datagrams: every buffer holds the largest.
+    rx_buf_size_ = std::max(mtu_, link_->max_datagram());
 
     qps_.reserve(64);
     conns_.emplace_back(nullptr);   // slot 0 is never used: connection id 0 means "not known yet"
@@ -87,10 +90,10 @@ srcnic_status_t Nic::init()
     msgs_free_ = config_.max_inflight;
 
     // Default-initialized: not zeroed, so the pages are not touched here.
-    buffers_.reset(new (std::nothrow) uint8_t[static_cast<size_t>(config_.rx_buffers) * mtu_]);
+    buffers_.reset(new (std::nothrow) uint8_t[static_cast<size_t>(config_.rx_buffers) * rx_buf_size_]);
     if (buffers_ == nullptr) {
         SRCNIC_LOG_ERROR("out of memory for %u packet buffers of %u bytes: lower rx_buffers or mtu",
-                         config_.rx_buffers, mtu_);
+                         config_.rx_buffers, rx_buf_size_);
         return SRCNIC_ERR_NO_MEMORY;
     }
     free_bufs_.reserve(config_.rx_buffers);
@@ -200,7 +203,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
         const int32_t b = buf_alloc();
         rx_bufs_[rx_posted_] = b;
         rx_slots_[rx_posted_].buf = buf_data(b);
-        rx_slots_[rx_posted_].capacity = mtu_;
+        rx_slots_[rx_posted_].capacity = rx_buf_size_;
         ++rx_posted_;
     }
     const uint32_t got = rx_posted_ != 0 ? link_rx(rx_slots_, rx_posted_) : 0;

@@ -177,7 +177,7 @@ private:
     uint64_t rx_sack(const Connection *c) const;
     int32_t buf_alloc();
     void buf_free(int32_t b);
-    uint8_t *buf_data(int32_t b) { return &buffers_[static_cast<size_t>(b) * mtu_]; }
+    uint8_t *buf_data(int32_t b) { return &buffers_[static_cast<size_t>(b) * rx_buf_size_]; }
 
     // --- responder (responder.cc): requests ---
     // Returns false if the packet must not be consumed (receiver not ready).
@@ -211,8 +211,9 @@ private:
     std::unique_ptr<Link> link_;
     UdpLink *udp_;                  // link_, if it is a UdpLink
     srcnic_nic_addr_t addr_{};
-    uint32_t mtu_ = 0;              // datagram bytes (header included)
-    uint32_t seg_payload_ = 0;      // payload bytes per packet
+    uint32_t mtu_ = 0;              // datagram bytes (header included) for every peer
+    uint32_t rx_buf_size_ = 0;      // bytes per packet buffer: the largest datagram any peer
+                                    // may send (link max_datagram), at least mtu_
     size_t max_msg_ = 0;
     uint64_t counters_[SRCNIC_CNT_LAST] = {};
     Random random_;
@@ -234,7 +235,7 @@ private:
     TxMsg *free_msgs_ = nullptr;
     unsigned msgs_free_ = 0;
 
-    std::unique_ptr<uint8_t[]> buffers_;  // rx_buffers x mtu bytes, touched on first use
+    std::unique_ptr<uint8_t[]> buffers_;  // rx_buffers x rx_buf_size_ bytes, touched on first use
     std::vector<int32_t> free_bufs_;      // stack: the most recently freed is reused first
     // Receive slots handed to the link on every poll; a slot keeps its buffer until a
     // datagram lands in it, so an empty poll allocates and frees nothing.

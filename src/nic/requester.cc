@@ -88,9 +88,9 @@ SRCNIC_HOT unsigned Nic::requester_take()
             default: m->opcode = static_cast<uint8_t>(Opcode::kREAD_REQ); break;
             }
             // (A division only for a message of several packets.)
-            m->npkts = (wqe.opcode == SRCNIC_OP_READ || length <= seg_payload_)
+            m->npkts = (wqe.opcode == SRCNIC_OP_READ || length <= c->seg_payload)
                            ? 1
-                           : static_cast<uint32_t>((length + seg_payload_ - 1) / seg_payload_);
+                           : static_cast<uint32_t>((length + c->seg_payload - 1) / c->seg_payload);
             msg_append(c, m);
             ++taken;
         }

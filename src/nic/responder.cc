@@ -141,7 +141,7 @@ bool Nic::respond_read(Connection *c, const PacketHeader &h)
     m->kind = TxMsg::Kind::kReadResponse;
     m->opcode = static_cast<uint8_t>(Opcode::kREAD_RESP);
     m->length = h.msg_len;
-    m->npkts = h.msg_len == 0 ? 1 : (h.msg_len + seg_payload_ - 1) / seg_payload_;
+    m->npkts = h.msg_len == 0 ? 1 : (h.msg_len + c->seg_payload - 1) / c->seg_payload;
     m->src_addr = h.addr;
     m->req_psn = h.psn;
     m->local_qpn = h.dst_qpn;

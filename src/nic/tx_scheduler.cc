@@ -153,8 +153,8 @@ SRCNIC_HOT void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
     struct iovec *iov;
     PacketHeader *h = tx_slot(c->peer_addr, &iov);
     const uint32_t seg = psn - m->psn_first;
-    const uint32_t offset = seg * seg_payload_;
-    const uint32_t plen = m->length > offset ? std::min(seg_payload_, m->length - offset) : 0;
+    const uint32_t offset = seg * c->seg_payload;
+    const uint32_t plen = m->length > offset ? std::min(c->seg_payload, m->length - offset) : 0;
     h->opcode = m->cancelled ? static_cast<uint8_t>(Opcode::kNOP) : m->opcode;
     // ACK_REQ on retransmissions, and on the last PSN assigned so far: the connection goes
     // idle after it, so no later packet would make the peer acknowledge it (and the requests

@@ -1,5 +1,6 @@
 // Two Nics over real UDP sockets on 127.0.0.1 and ::1, created through the public C API:
 // messages of mixed sizes both ways, RDMA WRITE/READ, and recovery from injected receive loss.
+#include "netns_child.h"
 #include "nic_harness.h"
 
 #include <srcnic/srcnic.h>
@@ -8,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 
 namespace srcnic {
 namespace test {
@@ -125,6 +127,115 @@ INSTANTIATE_TEST_SUITE_P(udp, NicUdp,
                              return std::string(info.param.first[0] == ':' ? "ipv6" : "ipv4") +
                                     (info.param.second > 0 ? "_loss" : "");
                          });
+
+// Moves a 1 MiB SEND, WRITE and READ between two Nics at 198.51.100.1 (mtu: their configured
+// mtu) and checks the data; returns "" or what failed, and the sender's average datagram.
+std::string local_transfer(uint32_t mtu, double *avg_datagram)
+{
+    srcnic_config_t config;
+    srcnic_config_init(&config);
+    std::snprintf(config.bind_addr, sizeof(config.bind_addr), "198.51.100.1");
+    config.mtu = mtu;
+    srcnic_nic_t *a = nullptr, *b = nullptr;
+    srcnic_qp_t *qa = nullptr, *qb = nullptr;
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    if (srcnic_nic_create(&config, &a) != SRCNIC_OK || srcnic_nic_create(&config, &b) != SRCNIC_OK ||
+        srcnic_qp_create(a, &qc, &qa) != SRCNIC_OK || srcnic_qp_create(b, &qc, &qb) != SRCNIC_OK) {
+        return "cannot create the Nics at 198.51.100.1";
+    }
+    srcnic_nic_addr_t ba;
+    srcnic_nic_query_addr(b, &ba);
+    srcnic_dest_t to_b;
+    if (srcnic_dest_create(a, &ba, srcnic_qp_num(qb), &to_b) != SRCNIC_OK) {
+        return "cannot create the destination";
+    }
+    const uint32_t len = 1 << 20;
+    std::vector<uint8_t> msg(len), rbuf(len), region(len), back(len);
+    for (uint32_t i = 0; i < len; ++i) {
+        msg[i] = static_cast<uint8_t>(i * 31 + 7);
+    }
+    srcnic_mr_t *mr = nullptr;
+    if (srcnic_mr_reg(b, region.data(), len, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE,
+                      &mr) != SRCNIC_OK) {
+        return "cannot register the region";
+    }
+    const srcnic_recv_wqe_t r = make_recv(1, rbuf.data(), len);
+    srcnic_wqe_t w[3] = {make_send(to_b, 1, msg.data(), len),
+                         make_rdma(SRCNIC_OP_WRITE, to_b, 2, msg.data(), len,
+                                   reinterpret_cast<uint64_t>(region.data()), srcnic_mr_rkey(mr)),
+                         make_rdma(SRCNIC_OP_READ, to_b, 3, back.data(), len,
+                                   reinterpret_cast<uint64_t>(region.data()), srcnic_mr_rkey(mr))};
+    std::string failed;
+    if (srcnic_post_recv(qb, &r) != SRCNIC_OK) {
+        failed = "cannot post the receive";
+    }
+    for (const srcnic_wqe_t &wqe : w) {
+        if (failed.empty() && srcnic_post_send(qa, &wqe) != SRCNIC_OK) {
+            failed = "cannot post a request";
+        }
+    }
+    unsigned done_a = 0, done_b = 0;
+    const uint64_t deadline = now_ns() + 30 * kNsPerSec;
+    while (failed.empty() && (done_a < 3 || done_b < 1)) {
+        if (now_ns() > deadline) {
+            failed = "timed out";
+            break;
+        }
+        srcnic_nic_progress(a);
+        srcnic_nic_progress(b);
+        srcnic_cqe_t c;
+        for (srcnic_qp_t *qp : {qa, qb}) {
+            while (srcnic_poll_cq(qp, &c, 1) == 1) {
+                if (c.status != SRCNIC_OK) {
+                    failed = "a completion with status " + std::to_string(c.status);
+                }
+                ++(qp == qa ? done_a : done_b);
+            }
+        }
+    }
+    if (failed.empty() && (rbuf != msg || region != msg || back != msg)) {
+        failed = "the data arrived changed";
+    }
+    *avg_datagram = static_cast<double>(srcnic_nic_counter(a, SRCNIC_CNT_TX_BYTES) +
+                                        srcnic_nic_counter(b, SRCNIC_CNT_TX_BYTES)) /
+                    static_cast<double>(srcnic_nic_counter(a, SRCNIC_CNT_TX_PACKETS) +
+                                        srcnic_nic_counter(b, SRCNIC_CNT_TX_PACKETS));
+    srcnic_mr_dereg(mr);
+    srcnic_qp_destroy(qa);
+    srcnic_qp_destroy(qb);
+    srcnic_nic_destroy(a);
+    srcnic_nic_destroy(b);
+    return failed;
+}
+
+// Two Nics at the same address of a 1500-byte interface (two ranks of a node) reach each other
+// over loopback: with the automatic mtu their packets are loopback-sized, not cut to the
+// interface's MTU; a configured mtu holds for them too.
+TEST(NicUdpLocal, peers_at_the_same_interface_address__loopback_sized_packets)
+{
+    if (!netns_available()) {
+        GTEST_SKIP() << "needs root for a network namespace";
+    }
+    const std::string failed = run_in_netns(kNetnsVeth1500, [] {
+        std::ostringstream err;
+        double automatic = 0, fixed = 0;
+        std::string f = local_transfer(0, &automatic);
+        if (!f.empty()) {
+            return "automatic mtu: " + f;
+        }
+        f = local_transfer(1400, &fixed);
+        if (!f.empty()) {
+            return "mtu 1400: " + f;
+        }
+        if (automatic < 20000 || fixed > 1400) {
+            err << "average datagram " << automatic << " bytes with the automatic mtu (want "
+                << "loopback-sized, over 20000), " << fixed << " with mtu 1400";
+        }
+        return err.str();
+    });
+    EXPECT_EQ("", failed);
+}
 
 TEST(NicUdpConfig, bad_values__refused_with_clear_error)
 {

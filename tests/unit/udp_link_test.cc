@@ -10,6 +10,7 @@
 
 #include "core/clock.h"
 #include "core/random.h"
+#include "netns_child.h"
 
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -385,6 +387,73 @@ TEST(UdpLink, open__configured_mtu_up_to_the_limit)
                   UdpLink::open(config_for("::1", kUdpMaxMtuIpv6 + 1), &none));
         EXPECT_FALSE(none);
     }
+}
+
+// In a namespace of the test's own with a 1500-byte veth interface: other processes at the
+// link's own address are reached over loopback, so they get loopback-sized datagrams; every
+// other peer gets the interface's size. A configured mtu applies to every peer.
+TEST(UdpLink, path_mtu__peers_at_the_bound_address_get_the_loopback_size)
+{
+    if (!test::netns_available()) {
+        GTEST_SKIP() << "needs root for a network namespace";
+    }
+    const std::string failed = srcnic::test::run_in_netns(srcnic::test::kNetnsVeth1500, [] {
+        std::ostringstream err;
+        UdpLinkConfig cfg;
+        LinkAddr local_peer, remote_peer;
+        if (LinkAddr::from_ip("198.51.100.1", 0, &cfg.bind_addr) != SRCNIC_OK ||
+            LinkAddr::from_ip("198.51.100.1", 9, &local_peer) != SRCNIC_OK ||
+            LinkAddr::from_ip("198.51.100.2", 9, &remote_peer) != SRCNIC_OK) {
+            return std::string("cannot parse the test addresses");
+        }
+        std::unique_ptr<Link> a, b, fixed;
+        if (UdpLink::open(cfg, &a) != SRCNIC_OK || UdpLink::open(cfg, &b) != SRCNIC_OK) {
+            return std::string("cannot open links on 198.51.100.1");
+        }
+        const uint32_t iface = 1500 - 28;
+        if (a->mtu() != iface || a->path_mtu(remote_peer) != iface ||
+            a->path_mtu(local_peer) != kUdpLoopbackMtu || a->max_datagram() != kUdpLoopbackMtu) {
+            err << "automatic: mtu " << a->mtu() << ", to a remote peer " << a->path_mtu(remote_peer)
+                << ", to a local one " << a->path_mtu(local_peer) << ", max_datagram "
+                << a->max_datagram() << "; want " << iface << ", " << iface << ", "
+                << kUdpLoopbackMtu << ", " << kUdpLoopbackMtu;
+            return err.str();
+        }
+        // A datagram of the local size reaches the other link whole ...
+        std::vector<uint8_t> big(kUdpLoopbackMtu), got(kUdpLoopbackMtu);
+        for (size_t i = 0; i < big.size(); ++i) {
+            big[i] = static_cast<uint8_t>(i * 13 + 5);
+        }
+        struct iovec iov = {big.data(), big.size()};
+        TxDatagram d{&iov, 1, b->local_addr()};
+        if (a->tx_burst(&d, 1) != 1 || a->stats().tx_errors != 0) {
+            return std::string("a loopback-sized datagram to a local peer was not sent");
+        }
+        RxDatagram slot{got.data(), static_cast<uint32_t>(got.size()), 0, LinkAddr()};
+        const uint64_t deadline = now_ns() + 10 * kNsPerSec;
+        while (b->rx_burst(&slot, 1) == 0 && now_ns() < deadline) {
+        }
+        if (slot.len != big.size() || got != big || !(slot.src == a->local_addr())) {
+            err << "the local peer received " << slot.len << " bytes from "
+                << slot.src.to_string() << ", want " << big.size() << " intact";
+            return err.str();
+        }
+        // ... and is invalid for a peer across the interface: counted, never sent.
+        d.dst = remote_peer;
+        if (a->tx_burst(&d, 1) != 1 || a->stats().tx_errors != 1 ||
+            a->stats().tx_datagrams != 1) {
+            err << "an oversize datagram to a remote peer: tx_errors " << a->stats().tx_errors
+                << ", tx_datagrams " << a->stats().tx_datagrams << "; want 1 and 1";
+            return err.str();
+        }
+        cfg.mtu = 1400;
+        if (UdpLink::open(cfg, &fixed) != SRCNIC_OK || fixed->mtu() != 1400 ||
+            fixed->path_mtu(local_peer) != 1400 || fixed->max_datagram() != 1400) {
+            return std::string("a configured mtu of 1400 must apply to every peer");
+        }
+        return std::string();
+    });
+    EXPECT_EQ("", failed);
 }
 
 TEST(UdpLink, open__invalid_config)
