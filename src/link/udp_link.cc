@@ -311,7 +311,7 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     return SRCNIC_OK;
 }
 
-const char *UdpLink::set_options(int fd) const
+const char *UdpLink::set_options(int fd, bool gro) const
 {
     const int one = 1;
     const int no_segment = 0;
@@ -324,7 +324,7 @@ const char *UdpLink::set_options(int fd) const
     if (gso_ && ::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof(no_segment)) != 0) {
         return "setsockopt(UDP_SEGMENT)";
     }
-    if (gro_ && ::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
+    if (gro && gro_ && ::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
         return "setsockopt(UDP_GRO)";
     }
     return nullptr;
@@ -510,9 +510,11 @@ uint32_t UdpLink::sock_for(const LinkAddr &dst)
 uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
 {
     // The bound socket's options and offloads, SO_REUSEPORT to share its port, then bind and
-    // connect.
+    // connect. A local peer's loopback-sized datagrams go straight into the receive slots:
+    // no aggregates on its socket, whose staging would cost a copy of each.
+    const bool gro = !(is_local(dst) && local_mtu_ > kUdpGroMaxMtu);
     const int fd = ::socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    const char *step = fd < 0 ? "socket()" : set_options(fd);
+    const char *step = fd < 0 ? "socket()" : set_options(fd, gro);
     const int one = 1;
     if (step == nullptr && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
         step = "setsockopt(SO_REUSEPORT)";
@@ -542,6 +544,7 @@ uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
     socks_.push_back(Sock());
     socks_.back().fd = fd;
     socks_.back().peer = dst;
+    socks_.back().gro = gro;
     return static_cast<uint32_t>(socks_.size() - 1);
 }
 
@@ -933,7 +936,7 @@ __attribute__((always_inline)) inline uint32_t UdpLink::rx_quiet(RxDatagram *slo
 __attribute__((always_inline)) inline uint32_t UdpLink::rx_from(uint32_t index, RxDatagram *slots,
                                                                 uint32_t n)
 {
-    if (gro_) {
+    if (gro_ && socks_[index].gro) {
         return rx_gro_from(index, slots, n);
     }
     Sock &sock = socks_[index];

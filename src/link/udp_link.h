@@ -230,7 +230,7 @@ public:
         ++rx_calls_;
         // A single busy socket (one peer, a ping-pong) whose last receive found at most one
         // datagram, no quiet socket due in this call: one datagram, as rx_from takes it.
-        if (only_hot_due() && !gro_ && socks_[rx_hot_].single) {
+        if (only_hot_due() && !(gro_ && socks_[rx_hot_].gro) && socks_[rx_hot_].single) {
             return rx_one(socks_[rx_hot_], slots[0]);
         }
         return rx_burst_rest(slots, n);
@@ -286,6 +286,8 @@ private:
         uint64_t last_rx_call = 0;  // rx_calls_ when it last returned a datagram; 0 = never
         bool single = true;         // the next receive asks for one datagram
         bool found = false;         // the last receive found a datagram
+        bool gro = true;            // receives aggregates while the link does (gro_); not a
+                                    // local peer's socket, whose datagrams are too large
         uint32_t drops_seen = 0;    // the kernel's drop counter when stats() last read it
     };
     // What the link knows of a destination it sends to.
@@ -301,8 +303,9 @@ private:
     srcnic_status_t init(const UdpLinkConfig &cfg);
     srcnic_status_t set_buffers(int fd, uint32_t size) const;
     // Sets what every socket of the link carries: IPv6-only (an IPv6 link), the buffer size
-    // and the offloads in use (gso_, gro_). Returns what failed, or nullptr.
-    const char *set_options(int fd) const;
+    // and the offloads in use (gso_; gro_ unless gro is false). Returns what failed, or
+    // nullptr.
+    const char *set_options(int fd, bool gro = true) const;
     // The socket datagrams to dst leave by (counting toward a peer socket; opening one).
     uint32_t sock_for(const LinkAddr &dst);
     // Opens a peer socket connected to dst; its index, or 0 if it could not be opened.

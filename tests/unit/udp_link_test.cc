@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -444,6 +445,47 @@ TEST(UdpLink, path_mtu__peers_at_the_bound_address_get_the_loopback_size)
             a->stats().tx_datagrams != 1) {
             err << "an oversize datagram to a remote peer: tx_errors " << a->stats().tx_errors
                 << ", tx_datagrams " << a->stats().tx_datagrams << "; want 1 and 1";
+            return err.str();
+        }
+        // Busy local peers get peer sockets, which take their datagrams whole: no receive
+        // aggregation there (staging would copy each), while the bound socket keeps it.
+        std::vector<uint8_t> small(100, 1);
+        struct iovec small_iov = {small.data(), small.size()};
+        for (int i = 0; i < 2 * static_cast<int>(kUdpPeerSocketAfter); ++i) {
+            Link &from = i % 2 == 0 ? *a : *b, &to = i % 2 == 0 ? *b : *a;
+            TxDatagram s{&small_iov, 1, to.local_addr()};
+            RxDatagram in{got.data(), static_cast<uint32_t>(got.size()), 0, LinkAddr()};
+            from.tx_burst(&s, 1);
+            const uint64_t until = now_ns() + 10 * kNsPerSec;
+            while (to.rx_burst(&in, 1) == 0 && now_ns() < until) {
+            }
+        }
+        UdpLink &ua = static_cast<UdpLink &>(*a), &ub = static_cast<UdpLink &>(*b);
+        auto gro_on = [](int fd) {
+            int on = -1;
+            socklen_t len = sizeof(on);
+            return ::getsockopt(fd, SOL_UDP, UDP_GRO, &on, &len) == 0 ? on : -1;
+        };
+        if (!ua.gro() || ua.peer_sockets() != 1 || ub.peer_sockets() != 1 ||
+            gro_on(ua.socket_fd()) != 1 || gro_on(ua.peer_socket_fd(0)) != 0 ||
+            gro_on(ub.peer_socket_fd(0)) != 0) {
+            err << "peer sockets " << ua.peer_sockets() << " and " << ub.peer_sockets()
+                << " (want 1 each); UDP_GRO on the bound socket " << gro_on(ua.socket_fd())
+                << " (want 1), on the local peers' sockets " << gro_on(ua.peer_socket_fd(0))
+                << " and " << gro_on(ub.peer_socket_fd(0)) << " (want 0)";
+            return err.str();
+        }
+        d.dst = b->local_addr();
+        slot = RxDatagram{got.data(), static_cast<uint32_t>(got.size()), 0, LinkAddr()};
+        const uint64_t peer_before = ub.rx_peer_datagrams();
+        const uint64_t until = now_ns() + 10 * kNsPerSec;
+        a->tx_burst(&d, 1);
+        while (b->rx_burst(&slot, 1) == 0 && now_ns() < until) {
+        }
+        if (slot.len != big.size() || got != big || ub.rx_peer_datagrams() != peer_before + 1) {
+            err << "on the peer socket: " << slot.len << " bytes, "
+                << ub.rx_peer_datagrams() - peer_before << " datagrams; want " << big.size()
+                << " intact, 1";
             return err.str();
         }
         cfg.mtu = 1400;
