@@ -354,6 +354,9 @@ void FaultyLink::pull_rx(uint32_t n, uint64_t now, uint64_t call)
         }
         const uint32_t got = inner_->rx_burst(slots, m);
         for (uint32_t i = 0; i < got; ++i) {
+            if (slots[i].data != slots[i].buf && slots[i].len > 0) {
+                std::memcpy(slots[i].buf, slots[i].data, slots[i].len);
+            }
             rx_->admit(bufs[i], slots[i].len, slots[i].src, now, call);
         }
         // Back onto the free stack in reverse order of alloc(), so it is as it was.
@@ -400,6 +403,7 @@ uint32_t FaultyLink::rx_burst(RxDatagram *slots, uint32_t n)
                 std::memcpy(slot.buf, rx_->data(held.buf), held.len);
             }
             slot.len = held.len;
+            slot.data = slot.buf;
             slot.src = held.addr;
             ++stats_.rx_datagrams;
             stats_.rx_bytes += held.len;

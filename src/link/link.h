@@ -61,12 +61,16 @@ struct TxDatagram {
     LinkAddr dst;              // destination
 };
 
-// One receive slot: the caller provides buf/capacity, the link fills len and src.
+// One receive slot: the caller provides buf/capacity, the link fills len, src and data.
 struct RxDatagram {
     uint8_t *buf;              // caller-owned buffer
     uint32_t capacity;         // bytes available at buf
     uint32_t len;              // out: datagram length (a longer datagram is dropped, not truncated)
     LinkAddr src;              // out: sender's address
+    bool borrow = false;       // in: the link may lend the datagram where it already is in its
+                               // own memory instead of copying it to buf
+    const uint8_t *data = nullptr; // out: the datagram: buf, or (borrow) the link's memory,
+                                   // valid until the caller's next rx_burst call
 };
 
 constexpr uint32_t kLinkMaxIov = 8;

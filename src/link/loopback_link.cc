@@ -93,6 +93,7 @@ public:
                     std::memcpy(slot.buf, &bufs_[head_ * mtu], len);
                 }
                 slot.len = len;
+                slot.data = slot.buf;
                 slot.src = srcs_[head_];
                 ++stats_.rx_datagrams;
                 stats_.rx_bytes += len;

@@ -888,6 +888,7 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
     // A single busy socket and no quiet one due in this call, which rx_burst did not take
     // inline (a batch, or aggregates): poll just it, as the loop below would, without the loop.
     static_assert(kUdpBusyPollEvery % kUdpIdlePollEvery == 0, "busy polls fall on idle-poll calls");
+    gro_lent_ = false;   // what the previous call lent is the caller's no longer
     if (only_hot_due()) {
         return rx_from(rx_hot_, slots, n);
     }
@@ -985,6 +986,7 @@ __attribute__((always_inline)) inline uint32_t UdpLink::rx_from(uint32_t index, 
                 std::memmove(out.buf, slot.buf, msg.msg_len);
             }
             out.len = msg.msg_len;
+            out.data = out.buf;
             take_source(sock, i, &out.src);
             ++stats_.rx_datagrams;
             stats_.rx_bytes += msg.msg_len;
@@ -1014,7 +1016,14 @@ uint32_t UdpLink::gro_drain(RxDatagram *slots, uint32_t n)
                                len, slot.capacity);
             }
         } else {
-            std::memcpy(slot.buf, &gro_mem_[st.buf * kUdpGroBufferSize + st.off], len);
+            const uint8_t *at = &gro_mem_[st.buf * kUdpGroBufferSize + st.off];
+            if (slot.borrow) {
+                slot.data = at;   // lent: the staging buffers stay as they are until the next
+                gro_lent_ = true; // rx_burst call (rx_gro_from stages no more in this one)
+            } else {
+                std::memcpy(slot.buf, at, len);
+                slot.data = slot.buf;
+            }
             slot.len = len;
             slot.src = st.src;
             ++stats_.rx_datagrams;
@@ -1039,8 +1048,8 @@ uint32_t UdpLink::rx_gro_from(uint32_t index, RxDatagram *slots, uint32_t n)
     while (filled < n) {
         // Copy staged datagrams out, in order.
         filled += gro_drain(slots + filled, n - filled);
-        if (filled == n || queue_empty) {
-            break;
+        if (filled == n || queue_empty || gro_lent_) {
+            break;   // (staging again would overwrite what this call has lent)
         }
         // Everything staged is out: stage the next aggregates.
         const uint32_t m = std::min(kUdpGroBuffers, batch_size_);

@@ -454,6 +454,7 @@ private:
             }
             note_received(sock, 1, 1);
             slot.len = static_cast<uint32_t>(len);
+            slot.data = slot.buf;
             take_source(sock, name, &slot.src);
             ++stats_.rx_datagrams;
             stats_.rx_bytes += static_cast<uint64_t>(len);
@@ -536,6 +537,7 @@ private:
     GroStaged gro_staged_[kUdpGroBuffers];      // staged aggregates, in arrival order ...
     uint32_t gro_head_ = 0;                     //   ... the first not yet copied out
     uint32_t gro_count_ = 0;                    //   ... how many remain
+    bool gro_lent_ = false;                     // this rx_burst call lent staged datagrams
     uint64_t tx_messages_ = 0;     // messages sendmmsg accepted
     mutable LinkStats stats_;      // counters (see link.h); stats() updates rx_dropped
 

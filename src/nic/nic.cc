@@ -204,6 +204,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
         rx_bufs_[rx_posted_] = b;
         rx_slots_[rx_posted_].buf = buf_data(b);
         rx_slots_[rx_posted_].capacity = rx_buf_size_;
+        rx_slots_[rx_posted_].borrow = true;   // the stack reads it where the link has it
         ++rx_posted_;
     }
     const uint32_t got = rx_posted_ != 0 ? link_rx(rx_slots_, rx_posted_) : 0;
@@ -216,7 +217,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
     for (uint32_t i = 0; i < got; ++i) {
         count(SRCNIC_CNT_RX_PACKETS);
         count(SRCNIC_CNT_RX_BYTES, rx_slots_[i].len);
-        rx_datagram(rx_bufs_[i], rx_slots_[i].len, rx_slots_[i].src);
+        rx_datagram(rx_bufs_[i], rx_slots_[i].data, rx_slots_[i].len, rx_slots_[i].src);
     }
     const uint32_t moved = std::min(got, rx_posted_ - got);
     for (uint32_t i = 0; i < moved; ++i) {

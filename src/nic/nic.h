@@ -166,10 +166,11 @@ private:
     // The time, for protocol timers and RTT samples, which need microseconds, not the
     // nanoseconds a fresh read costs per use (see FreshClock).
     uint64_t now() { return clock_.now(); }
-    void rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src);
+    void rx_datagram(int32_t buf, const uint8_t *data, uint32_t len, const LinkAddr &src);
     // h: the packet's header, already copied out of buffer `buf` by the caller.
-    void rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h);
-    void rx_deliver(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h);
+    void rx_sequenced(Connection *c, int32_t buf, const uint8_t *data, uint32_t len,
+                      const PacketHeader &h);
+    void rx_deliver(Connection *c, int32_t buf, const uint8_t *data, const PacketHeader &h);
     void rx_control(Connection *c, const PacketHeader &h);
     void apply_ack(Connection *c, uint32_t ack_psn);
     void note_sack(Connection *c, const PacketHeader &h);

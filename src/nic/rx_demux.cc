@@ -46,9 +46,9 @@ void Nic::buf_free(int32_t b)
     free_bufs_.push_back(b);
 }
 
-SRCNIC_HOT void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
+SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
+                                 const LinkAddr &src)
 {
-    const uint8_t *data = buf_data(buf);
     PacketHeader h;
     const HeaderError err = check_header(data, len, config_.job_key, &h);
     if (err != HeaderError::kOk) {
@@ -124,14 +124,15 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, uint32_t len, const LinkAddr &src)
         c->peer_conn = h.src_conn;
     }
     if (opcode_info(h.opcode).sequenced) {
-        rx_sequenced(c, buf, len, h);
+        rx_sequenced(c, buf, data, len, h);
     } else {
         rx_control(c, h);
         buf_free(buf);
     }
 }
 
-SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h)
+SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *data, uint32_t len,
+                                  const PacketHeader &h)
 {
     note_sack(c, h);
     const uint32_t psn = h.psn;
@@ -154,6 +155,10 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, cons
             count(SRCNIC_CNT_DUPLICATES);
             buf_free(buf);
         } else {
+            // Kept past this call: into the packet's own buffer if the link lent it.
+            if (data != buf_data(buf)) {
+                std::memcpy(buf_data(buf), data, len);
+            }
             c->reorder[slot] = buf;
             c->reorder_len[slot] = len;
             ++c->reorder_count;
@@ -167,7 +172,7 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, cons
         activate_now(c);
         return;
     }
-    rx_deliver(c, buf, len, h);
+    rx_deliver(c, buf, data, h);
     // Drain what the reorder buffer now holds in sequence.
     while (c->state == ConnState::kOpen && c->reorder_count != 0) {
         const uint32_t slot = c->expected_psn % config_.window;
@@ -183,7 +188,7 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, cons
         const uint32_t expected = c->expected_psn;
         c->reorder[slot] = -1;
         --c->reorder_count;
-        rx_deliver(c, next, c->reorder_len[slot], nh);
+        rx_deliver(c, next, buf_data(next), nh);
         if (c->expected_psn == expected) {
             break;   // not consumed (receiver not ready): it will be retransmitted
         }
@@ -195,9 +200,9 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, uint32_t len, cons
     }
 }
 
-SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, uint32_t len, const PacketHeader &h)
+SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
+                                const PacketHeader &h)
 {
-    const uint8_t *data = buf_data(buf);
     // This packet follows every reverse packet before it: its acknowledgement may complete
     // requests now (§5.4).
     apply_ack(c, h.ack_psn);

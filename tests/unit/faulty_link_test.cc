@@ -52,6 +52,7 @@ public:
         for (; filled < n && !inbound.empty(); ++filled) {
             std::memcpy(slots[filled].buf, inbound.front().data(), inbound.front().size());
             slots[filled].len = static_cast<uint32_t>(inbound.front().size());
+            slots[filled].data = slots[filled].buf;
             slots[filled].src = addr_;
             inbound.pop_front();
         }

@@ -1051,6 +1051,61 @@ TEST(UdpLink, rx_burst__aggregates_are_split_into_datagrams_across_calls)
     EXPECT_FALSE(b->rx_pending());
 }
 
+TEST(UdpLink, rx_burst__lent_datagrams_stay_intact_until_the_next_call)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1", 1472));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1", 1472));
+    ASSERT_TRUE(a && b);
+    if (!as_udp(*a).gso() || !as_udp(*b).gro()) {
+        GTEST_SKIP() << "the kernel lacks UDP_SEGMENT or UDP_GRO";
+    }
+    // 12 groups of 10 datagrams (sizes 1000, 1001, ...: each size a group of its own), more
+    // aggregates than the link stages at once (kUdpGroBuffers).
+    static_assert(kUdpGroBuffers < 12, "more aggregates than staging buffers");
+    std::vector<uint32_t> lens;
+    for (uint32_t g = 0; g < 12; ++g) {
+        lens.insert(lens.end(), 10, 1000 + g);
+    }
+    const auto payloads = make_payloads(lens, 23);
+    b->rx_notify(true);
+    ASSERT_EQ(lens.size(), send_all(*a, payloads, b->local_addr()));
+    ASSERT_TRUE(wait_readable(b->event_fd(), now_ns() + kWatchdogNs));
+
+    // A call with room for all of them: it lends what it staged and stages no more, so what
+    // it lent is still there when it returns; the rest comes in later calls.
+    std::vector<std::vector<uint8_t>> bufs(lens.size(), std::vector<uint8_t>(b->mtu()));
+    std::vector<RxDatagram> slots(lens.size());
+    std::vector<std::vector<uint8_t>> got;
+    size_t lent = 0;
+    const uint64_t deadline = now_ns() + kWatchdogNs;
+    while (got.size() < lens.size() && now_ns() < deadline) {
+        if (!b->rx_pending() && !wait_readable(b->event_fd(), deadline)) {
+            break;
+        }
+        for (size_t i = 0; i < slots.size(); ++i) {
+            slots[i] = RxDatagram{bufs[i].data(), b->mtu(), 0, LinkAddr()};
+            slots[i].borrow = got.size() % 2 == 0 || i > 0;   // once, a copy for slot 0
+        }
+        const uint32_t n = b->rx_burst(slots.data(), static_cast<uint32_t>(slots.size()));
+        EXPECT_LE(n, kUdpGroBuffers * 10u);
+        for (uint32_t i = 0; i < n; ++i) {
+            ASSERT_NE(nullptr, slots[i].data);
+            if (slots[i].borrow) {
+                lent += slots[i].data != slots[i].buf;
+            } else {
+                EXPECT_EQ(slots[i].buf, slots[i].data) << "a slot that may not borrow";
+            }
+            got.emplace_back(slots[i].data, slots[i].data + slots[i].len);
+        }
+    }
+    ASSERT_EQ(payloads.size(), got.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(payloads[i], got[i]) << "datagram " << i;
+    }
+    EXPECT_GE(lent, lens.size() / 2);
+    EXPECT_GE(as_udp(*b).rx_aggregates(), 1u);
+}
+
 TEST(UdpLink, rx_burst__aggregated_datagram_longer_than_the_slot_is_dropped_and_counted)
 {
     std::unique_ptr<Link> a = open_link(config_for("127.0.0.1", 1472));
