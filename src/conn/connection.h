@@ -118,8 +118,8 @@ struct alignas(64) Connection {
     uint32_t unacked_rx = 0;       // packets delivered since the last acknowledgement sent
     uint64_t ack_since_ns = 0;     // when ack_pending became true
     uint32_t reorder_count = 0;    // buffered out-of-order packets
-    std::unique_ptr<int32_t[]> reorder;   // window slots: rx buffer index or -1
-    std::unique_ptr<uint32_t[]> reorder_len;
+    std::unique_ptr<int32_t[]> reorder;   // window slots: rx buffer index or -1 (a packet's
+                                          // length is in its header)
     struct Inbound {
         bool active = false;       // a multi-packet message is being received
         bool discard = false;      // refused: consume its remaining packets silently

@@ -39,7 +39,6 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
     const int16_t fail_status = c->fail_status;
     const bool in_active = c->in_active;
     std::unique_ptr<int32_t[]> reorder = std::move(c->reorder);
-    std::unique_ptr<uint32_t[]> reorder_len = std::move(c->reorder_len);
     *c = Connection();
     c->gen = gen;
     c->failed_gen = failed_gen;
@@ -57,11 +56,9 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
     c->rnr_delay_us = config_.rnr_delay_us;
     if (!reorder) {
         reorder.reset(new int32_t[config_.window]);
-        reorder_len.reset(new uint32_t[config_.window]);
     }
     std::fill(reorder.get(), reorder.get() + config_.window, -1);
     c->reorder = std::move(reorder);
-    c->reorder_len = std::move(reorder_len);
     conn_by_addr_[addr] = slot;
     ++num_conns_;
     count(SRCNIC_CNT_CONN_OPENED);

@@ -480,7 +480,7 @@ srcnic_status_t Nic::dest_status(srcnic_dest_t dest) const
 
 size_t Nic::conn_state_bytes() const
 {
-    return sizeof(Connection) + config_.window * (sizeof(int32_t) + sizeof(uint32_t));
+    return sizeof(Connection) + config_.window * sizeof(int32_t);
 }
 
 } // namespace srcnic

@@ -160,7 +160,6 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
                 std::memcpy(buf_data(buf), data, len);
             }
             c->reorder[slot] = buf;
-            c->reorder_len[slot] = len;
             ++c->reorder_count;
             count(SRCNIC_CNT_OUT_OF_ORDER);
         }
