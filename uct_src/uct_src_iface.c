@@ -59,8 +59,10 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "loopback). A value set here applies to every peer.",
      ucs_offsetof(uct_src_iface_config_t, mtu), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"WINDOW", "128",
-     "Packets in flight per connection between two engines (2..1024).",
+    {"WINDOW", "0",
+     "Packets in flight per connection between two engines (2..1024); 0 sizes it by the\n"
+     "path: 128, or enough for 768 KiB of payload where the datagrams are small (571 on a\n"
+     "1500-byte interface).",
      ucs_offsetof(uct_src_iface_config_t, window), UCS_CONFIG_TYPE_UINT},
 
     {"RTO", "5ms",

@@ -70,6 +70,7 @@ struct alignas(64) Connection {
     uint64_t peer_nic = 0;         // remote NIC incarnation
     uint32_t peer_conn = 0;        // remote connection id, 0 until learned
     uint32_t seg_payload = 0;      // payload bytes per packet on the path to the peer
+    uint32_t window = 0;           // packets in flight, and reorder slots (config, or by path)
     uint32_t failed_gen = 0xffff;  // generation that failed last, for srcnic_dest_status
     int16_t fail_status = 0;       // why it failed
 

@@ -37,6 +37,7 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
     const uint16_t gen = c->gen;
     const uint32_t failed_gen = c->failed_gen;
     const int16_t fail_status = c->fail_status;
+    const uint32_t slots = c->reorder ? c->window : 0;   // the reorder array's size
     const bool in_active = c->in_active;
     std::unique_ptr<int32_t[]> reorder = std::move(c->reorder);
     *c = Connection();
@@ -52,12 +53,13 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
     // kernel reaches over loopback), unless the configuration fixed one for all.
     c->seg_payload = (config_.mtu != 0 ? mtu_ : std::max(mtu_, link_->path_mtu(addr))) -
                      static_cast<uint32_t>(sizeof(PacketHeader));
+    c->window = window_for(c->seg_payload);
     c->rto_us = config_.rto_us;
     c->rnr_delay_us = config_.rnr_delay_us;
-    if (!reorder) {
-        reorder.reset(new int32_t[config_.window]);
+    if (!reorder || slots != c->window) {
+        reorder.reset(new int32_t[c->window]);
     }
-    std::fill(reorder.get(), reorder.get() + config_.window, -1);
+    std::fill(reorder.get(), reorder.get() + c->window, -1);
     c->reorder = std::move(reorder);
     conn_by_addr_[addr] = slot;
     ++num_conns_;
@@ -90,7 +92,7 @@ void Nic::conn_fail(Connection *c, srcnic_status_t status)
 
 void Nic::conn_release(Connection *c)
 {
-    for (uint32_t i = 0; i < config_.window; ++i) {
+    for (uint32_t i = 0; i < c->window; ++i) {
         if (c->reorder[i] >= 0) {
             buf_free(c->reorder[i]);
             c->reorder[i] = -1;

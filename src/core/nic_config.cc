@@ -11,7 +11,7 @@ extern "C" void srcnic_config_init(srcnic_config_t *config)
     std::strcpy(config->bind_addr, "127.0.0.1");
     config->port = 0;
     config->mtu = 0;
-    config->window = 128;
+    config->window = 0;
     config->rto_us = 5000;
     config->rto_max_us = 200000;
     config->retry_count = 16;
@@ -61,7 +61,7 @@ bool probability(const char *name, double p)
 
 srcnic_status_t validate_config(const srcnic_config_t &c)
 {
-    bool ok = in_range("window", c.window, 2, kMaxWindow) &&
+    bool ok = (c.window == 0 || in_range("window", c.window, 2, kMaxWindow)) &&
               in_range("rto_us", c.rto_us, 10, 10000000) &&
               in_range("rto_max_us", c.rto_max_us, c.rto_us, 60000000) &&
               in_range("retry_count", c.retry_count, 1, 1000) &&

@@ -9,6 +9,11 @@
 namespace srcnic {
 
 constexpr uint32_t kMaxWindow = 1024;          // packets in flight per connection
+// The automatic window (srcnic_config_t.window = 0): kAutoWindowMin packets, or as many as hold
+// kAutoWindowBytes of payload where packets are small (a path of 1500-byte datagrams: 571),
+// at most kMaxWindow.
+constexpr uint32_t kAutoWindowMin = 128;
+constexpr uint32_t kAutoWindowBytes = 768 * 1024;
 constexpr uint32_t kMaxConnections = 65534;    // peer-table slots (16-bit slot in the id)
 constexpr uint32_t kMinMtu = 512;              // smallest usable datagram, bytes
 

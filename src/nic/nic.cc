@@ -117,7 +117,8 @@ srcnic_status_t Nic::init()
         return SRCNIC_ERR_IO_ERROR;
     }
     SRCNIC_LOG_DEBUG("nic %s incarnation %llx mtu %u window %u", link_->local_addr().to_string().c_str(),
-                     static_cast<unsigned long long>(addr_.incarnation), mtu_, config_.window);
+                     static_cast<unsigned long long>(addr_.incarnation), mtu_,
+                     window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader))));
     return SRCNIC_OK;
 }
 
@@ -186,7 +187,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
             if (c->state != ConnState::kOpen || c->reorder_count == 0) {
                 continue;
             }
-            for (uint32_t i = 0; i < config_.window; ++i) {
+            for (uint32_t i = 0; i < c->window; ++i) {
                 if (c->reorder[i] >= 0) {
                     buf_free(c->reorder[i]);
                     c->reorder[i] = -1;
@@ -280,7 +281,7 @@ srcnic_status_t Nic::arm()
             continue;
         }
         const bool can_send = psn_before(c->send_psn, c->next_psn) &&
-                              c->send_psn - c->acked_psn < config_.window;
+                              c->send_psn - c->acked_psn < c->window;
         const bool resend = psn_before(c->resend_psn, c->send_psn);
         if ((can_send || resend) && c->rnr_until_ns == 0) {
             return SRCNIC_ERR_BUSY;
@@ -478,9 +479,35 @@ srcnic_status_t Nic::dest_status(srcnic_dest_t dest) const
     return SRCNIC_ERR_CONNECTION_RESET;
 }
 
+uint32_t Nic::window_for(uint32_t seg_payload) const
+{
+    // Automatic: enough packets for kAutoWindowBytes in flight where packets are small. The
+    // peer computes the same for us (the path is local for both ends or for neither), so the
+    // receiver's reorder slots match what the sender keeps in flight.
+    if (config_.window != 0) {
+        return config_.window;
+    }
+    const uint32_t packets = (kAutoWindowBytes + seg_payload - 1) / seg_payload;
+    return std::min(kMaxWindow, std::max(kAutoWindowMin, packets));
+}
+
 size_t Nic::conn_state_bytes() const
 {
-    return sizeof(Connection) + config_.window * sizeof(int32_t);
+    // A connection and its reorder slots, averaged over the open connections (their windows
+    // follow their paths), or what one over the link's datagrams would take.
+    size_t slots = 0;
+    unsigned open = 0;
+    for (const auto &c : conns_) {
+        if (c != nullptr && c->state == ConnState::kOpen) {
+            slots += c->window;
+            ++open;
+        }
+    }
+    if (open == 0) {
+        slots = window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader)));
+        open = 1;
+    }
+    return sizeof(Connection) + slots * sizeof(int32_t) / open;
 }
 
 } // namespace srcnic

@@ -115,6 +115,9 @@ public:
     unsigned num_connections() const { return num_conns_; }
     size_t conn_state_bytes() const;
     Link &link() { return *link_; }
+    // Packets in flight for a connection whose packets carry seg_payload bytes: the configured
+    // window, or the automatic one (kAutoWindowBytes).
+    uint32_t window_for(uint32_t seg_payload) const;
 
 private:
     Nic(const srcnic_config_t &config, std::unique_ptr<Link> link);

@@ -144,13 +144,13 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
         return;
     }
     const uint32_t ahead = psn - c->expected_psn;
-    if (ahead >= config_.window) {
+    if (ahead >= c->window) {
         count(SRCNIC_CNT_DROP_OUT_OF_WINDOW);
         buf_free(buf);
         return;
     }
     if (ahead != 0) {
-        const uint32_t slot = psn % config_.window;
+        const uint32_t slot = psn % c->window;
         if (c->reorder[slot] >= 0) {
             count(SRCNIC_CNT_DUPLICATES);
             buf_free(buf);
@@ -174,7 +174,7 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
     rx_deliver(c, buf, data, h);
     // Drain what the reorder buffer now holds in sequence.
     while (c->state == ConnState::kOpen && c->reorder_count != 0) {
-        const uint32_t slot = c->expected_psn % config_.window;
+        const uint32_t slot = c->expected_psn % c->window;
         const int32_t next = c->reorder[slot];
         if (next < 0) {
             break;
@@ -230,7 +230,7 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
         c->ack_next = true;
     }
     // A stream's receiver acknowledges every window / 4 packets at once (tx_schedule).
-    if (c->unacked_rx >= config_.window / 4) {
+    if (c->unacked_rx >= c->window / 4) {
         activate_now(c);
     } else {
         activate(c);
@@ -370,7 +370,7 @@ SRCNIC_HOT void Nic::note_sack(Connection *c, const PacketHeader &h)
                 }
             } else {
                 // Partial ack of the packets resent so far: what follows was probably lost too.
-                const uint32_t end = h.ack_psn + std::min(2 * advanced, config_.window);
+                const uint32_t end = h.ack_psn + std::min(2 * advanced, c->window);
                 start_resend(c, h.ack_psn, end);
                 c->recover_resent = end;
             }
@@ -416,10 +416,10 @@ SRCNIC_HOT void Nic::note_sack(Connection *c, const PacketHeader &h)
 uint64_t Nic::rx_sack(const Connection *c) const
 {
     uint64_t bits = 0;
-    const uint32_t span = std::min<uint32_t>(64, config_.window - 1);
+    const uint32_t span = std::min<uint32_t>(64, c->window - 1);
     for (uint32_t i = 0; i < span; ++i) {
         const uint32_t psn = c->expected_psn + 1 + i;
-        const int32_t b = c->reorder[psn % config_.window];
+        const int32_t b = c->reorder[psn % c->window];
         if (b >= 0) {
             bits |= 1ull << i;
         }

@@ -390,7 +390,7 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
             }
             bool new_data = false;
             while (!tx_blocked_ && psn_before(c->send_psn, c->next_psn) &&
-                   c->send_psn - c->acked_psn < config_.window &&
+                   c->send_psn - c->acked_psn < c->window &&
                    !psn_before(c->send_psn, c->resend_psn)) {
                 if (!c->unacked()) {
                     c->progress_ns = now;   // the failure clock starts with the oldest unacked
@@ -425,7 +425,7 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
         // An acknowledgement asked for by ACK_REQ waits for the next call's first pass: the
         // application may post a reply before it, which then carries it.
         if (c->ack_pending && !tx_blocked_ &&
-            (c->ack_now || (c->ack_next && !after_rx) || c->unacked_rx >= config_.window / 4 ||
+            (c->ack_now || (c->ack_next && !after_rx) || c->unacked_rx >= c->window / 4 ||
              now - c->ack_since_ns >= kAckDelayNs)) {
             tx_control(c, Opcode::kACK, c->send_psn, 0);
         }

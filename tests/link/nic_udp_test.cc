@@ -247,6 +247,7 @@ TEST(NicUdpGro, packets_kept_for_reordering__arrive_intact)
     srcnic_config_init(&config);
     config.mtu = 1472;
     config.sock_buf = 64 * 1024;
+    config.window = 128;      // a flight the socket buffer holds a good part of
     config.rto_us = 200000;   // holes are repaired by fast retransmission, never a timeout
     srcnic_nic_t *a = nullptr, *b = nullptr;
     ASSERT_EQ(SRCNIC_OK, srcnic_nic_create(&config, &a));
@@ -304,6 +305,60 @@ TEST(NicUdpGro, packets_kept_for_reordering__arrive_intact)
     srcnic_qp_destroy(qb);
     srcnic_nic_destroy(a);
     srcnic_nic_destroy(b);
+}
+
+// Packets a sender keeps in flight to a receiver that does not answer: the configured window,
+// or the automatic one, which follows the datagram size (768 KiB of payload, 128 packets at
+// least, 1024 at most).
+uint64_t flight(uint32_t mtu, uint32_t window)
+{
+    srcnic_config_t config;
+    srcnic_config_init(&config);
+    config.mtu = mtu;
+    config.window = window;
+    config.rto_us = 2000000;    // no timeout during the test
+    config.rto_max_us = 2000000;
+    srcnic_nic_t *a = nullptr, *b = nullptr;
+    EXPECT_EQ(SRCNIC_OK, srcnic_nic_create(&config, &a));
+    EXPECT_EQ(SRCNIC_OK, srcnic_nic_create(&config, &b));
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    srcnic_qp_t *qa = nullptr, *qb = nullptr;
+    EXPECT_EQ(SRCNIC_OK, srcnic_qp_create(a, &qc, &qa));
+    EXPECT_EQ(SRCNIC_OK, srcnic_qp_create(b, &qc, &qb));
+    srcnic_nic_addr_t ba;
+    srcnic_nic_query_addr(b, &ba);
+    srcnic_dest_t to_b;
+    EXPECT_EQ(SRCNIC_OK, srcnic_dest_create(a, &ba, srcnic_qp_num(qb), &to_b));
+    const uint32_t len = 24 << 20;   // more than 300 of the largest packets
+    std::vector<uint8_t> local(len), region(len);
+    srcnic_mr_t *mr = nullptr;
+    EXPECT_EQ(SRCNIC_OK, srcnic_mr_reg(b, region.data(), region.size(), SRCNIC_ACCESS_REMOTE_WRITE,
+                                       &mr));
+    srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, to_b, 1, local.data(), len,
+                               reinterpret_cast<uint64_t>(region.data()), srcnic_mr_rkey(mr));
+    EXPECT_EQ(SRCNIC_OK, srcnic_post_send(qa, &w));
+    for (int i = 0; i < 100; ++i) {
+        srcnic_nic_progress(a);   // b never runs: no ack comes back
+    }
+    const uint64_t sent = srcnic_nic_counter(a, SRCNIC_CNT_TX_PACKETS) -
+                          srcnic_nic_counter(a, SRCNIC_CNT_RETRANSMITS);
+    srcnic_mr_dereg(mr);
+    srcnic_qp_destroy(qa);
+    srcnic_qp_destroy(qb);
+    srcnic_nic_destroy(a);
+    srcnic_nic_destroy(b);
+    return sent;
+}
+
+TEST(NicUdpConfig, window__automatic_by_datagram_size_or_as_configured)
+{
+    // 768 KiB / (1472 - 96) bytes of payload = 571.6: 572 packets.
+    EXPECT_EQ(572u, flight(1472, 0));
+    EXPECT_EQ(128u, flight(0, 0));      // 65000-byte datagrams: the minimum
+    EXPECT_EQ(1024u, flight(600, 0));   // 504 bytes a packet: the maximum
+    EXPECT_EQ(128u, flight(1472, 128));
+    EXPECT_EQ(300u, flight(0, 300));
 }
 
 TEST(NicUdpConfig, bad_values__refused_with_clear_error)
