@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -1003,15 +1004,57 @@ TEST(UdpLink, open__gso_can_be_turned_off)
 
 // --- receive aggregation (UDP_GRO) ---
 
-TEST(UdpLink, rx_burst__aggregates_are_split_into_datagrams_across_calls)
-{
-    // Datagrams of at most 1472 bytes (a 1500-byte path): both offloads apply on loopback.
-    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1", 1472));
-    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1", 1472));
-    ASSERT_TRUE(a && b);
-    if (!as_udp(*a).gso() || !as_udp(*b).gro()) {
-        GTEST_SKIP() << "the kernel lacks UDP_SEGMENT or UDP_GRO";
+// Two links with datagrams of at most 1472 bytes (a 1500-byte path): both offloads apply on
+// loopback.
+class UdpLinkGro : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        a = open_link(config_for("127.0.0.1", 1472));
+        b = open_link(config_for("127.0.0.1", 1472));
+        ASSERT_TRUE(a && b);
+        if (!as_udp(*a).gso() || !as_udp(*b).gro()) {
+            GTEST_SKIP() << "the kernel lacks UDP_SEGMENT or UDP_GRO";
+        }
     }
+
+    // Receives at b, through nslots slots a call, until `want` datagrams came (or the
+    // watchdog); each call's slots go through prepare before it and check after it. Returns
+    // the datagrams in order, read where each slot's data points.
+    std::vector<std::vector<uint8_t>> receive_calls(
+        size_t want, size_t nslots, const std::function<void(std::vector<RxDatagram> &)> &prepare,
+        const std::function<void(const std::vector<RxDatagram> &, uint32_t)> &check)
+    {
+        std::vector<std::vector<uint8_t>> bufs(nslots, std::vector<uint8_t>(b->mtu()));
+        std::vector<RxDatagram> slots(nslots);
+        std::vector<std::vector<uint8_t>> got;
+        const uint64_t deadline = now_ns() + kWatchdogNs;
+        while (got.size() < want && now_ns() < deadline) {
+            if (!b->rx_pending() && !wait_readable(b->event_fd(), deadline)) {
+                break;
+            }
+            for (size_t i = 0; i < slots.size(); ++i) {
+                slots[i] = RxDatagram{bufs[i].data(), b->mtu(), 0, LinkAddr()};
+            }
+            prepare(slots);
+            const uint32_t n = b->rx_burst(slots.data(), static_cast<uint32_t>(slots.size()));
+            check(slots, n);
+            for (uint32_t i = 0; i < n; ++i) {
+                EXPECT_NE(nullptr, slots[i].data);
+                if (slots[i].data != nullptr) {
+                    got.emplace_back(slots[i].data, slots[i].data + slots[i].len);
+                }
+            }
+        }
+        return got;
+    }
+
+    std::unique_ptr<Link> a;
+    std::unique_ptr<Link> b;
+};
+
+TEST_F(UdpLinkGro, rx_burst__aggregates_are_split_into_datagrams_across_calls)
+{
     // 40 of 1400 bytes and a shorter last one, then 3 of 100: two groups; received through
     // 5 slots per call / expect every datagram once, in order, from aggregates, and the link
     // reporting staged datagrams (which its fd does not announce) between calls
@@ -1022,25 +1065,15 @@ TEST(UdpLink, rx_burst__aggregates_are_split_into_datagrams_across_calls)
     b->rx_notify(true);   // the test sleeps on the event fd
     ASSERT_EQ(lens.size(), send_all(*a, payloads, b->local_addr()));
 
-    std::vector<std::vector<uint8_t>> bufs(5, std::vector<uint8_t>(b->mtu()));
-    std::vector<RxDatagram> slots(5);
-    std::vector<std::vector<uint8_t>> got;
     bool saw_pending = false;
-    const uint64_t deadline = now_ns() + kWatchdogNs;
-    while (got.size() < lens.size() && now_ns() < deadline) {
-        if (!b->rx_pending() && !wait_readable(b->event_fd(), deadline)) {
-            break;
-        }
-        for (size_t i = 0; i < slots.size(); ++i) {
-            slots[i] = RxDatagram{bufs[i].data(), b->mtu(), 0, LinkAddr()};
-        }
-        const uint32_t n = b->rx_burst(slots.data(), static_cast<uint32_t>(slots.size()));
-        for (uint32_t i = 0; i < n; ++i) {
-            got.emplace_back(slots[i].buf, slots[i].buf + slots[i].len);
-            EXPECT_TRUE(slots[i].src == a->local_addr());
-        }
-        saw_pending = saw_pending || b->rx_pending();
-    }
+    const auto got = receive_calls(
+        lens.size(), 5, [](std::vector<RxDatagram> &) {},
+        [&](const std::vector<RxDatagram> &slots, uint32_t n) {
+            for (uint32_t i = 0; i < n; ++i) {
+                EXPECT_TRUE(slots[i].src == a->local_addr());
+            }
+            saw_pending = saw_pending || b->rx_pending();
+        });
     ASSERT_EQ(payloads.size(), got.size());
     for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_EQ(payloads[i], got[i]) << "datagram " << i;
@@ -1051,14 +1084,8 @@ TEST(UdpLink, rx_burst__aggregates_are_split_into_datagrams_across_calls)
     EXPECT_FALSE(b->rx_pending());
 }
 
-TEST(UdpLink, rx_burst__lent_datagrams_stay_intact_until_the_next_call)
+TEST_F(UdpLinkGro, rx_burst__lent_datagrams_stay_intact_until_the_next_call)
 {
-    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1", 1472));
-    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1", 1472));
-    ASSERT_TRUE(a && b);
-    if (!as_udp(*a).gso() || !as_udp(*b).gro()) {
-        GTEST_SKIP() << "the kernel lacks UDP_SEGMENT or UDP_GRO";
-    }
     // 12 groups of 10 datagrams (sizes 1000, 1001, ...: each size a group of its own), more
     // aggregates than the link stages at once (kUdpGroBuffers).
     static_assert(kUdpGroBuffers < 12, "more aggregates than staging buffers");
@@ -1073,31 +1100,25 @@ TEST(UdpLink, rx_burst__lent_datagrams_stay_intact_until_the_next_call)
 
     // A call with room for all of them: it lends what it staged and stages no more, so what
     // it lent is still there when it returns; the rest comes in later calls.
-    std::vector<std::vector<uint8_t>> bufs(lens.size(), std::vector<uint8_t>(b->mtu()));
-    std::vector<RxDatagram> slots(lens.size());
-    std::vector<std::vector<uint8_t>> got;
-    size_t lent = 0;
-    const uint64_t deadline = now_ns() + kWatchdogNs;
-    while (got.size() < lens.size() && now_ns() < deadline) {
-        if (!b->rx_pending() && !wait_readable(b->event_fd(), deadline)) {
-            break;
-        }
-        for (size_t i = 0; i < slots.size(); ++i) {
-            slots[i] = RxDatagram{bufs[i].data(), b->mtu(), 0, LinkAddr()};
-            slots[i].borrow = got.size() % 2 == 0 || i > 0;   // once, a copy for slot 0
-        }
-        const uint32_t n = b->rx_burst(slots.data(), static_cast<uint32_t>(slots.size()));
-        EXPECT_LE(n, kUdpGroBuffers * 10u);
-        for (uint32_t i = 0; i < n; ++i) {
-            ASSERT_NE(nullptr, slots[i].data);
-            if (slots[i].borrow) {
-                lent += slots[i].data != slots[i].buf;
-            } else {
-                EXPECT_EQ(slots[i].buf, slots[i].data) << "a slot that may not borrow";
+    size_t lent = 0, calls = 0;
+    const auto got = receive_calls(
+        lens.size(), lens.size(),
+        [&](std::vector<RxDatagram> &slots) {
+            for (size_t i = 0; i < slots.size(); ++i) {
+                slots[i].borrow = calls % 2 == 0 || i > 0;   // once, a copy for slot 0
             }
-            got.emplace_back(slots[i].data, slots[i].data + slots[i].len);
-        }
-    }
+            ++calls;
+        },
+        [&](const std::vector<RxDatagram> &slots, uint32_t n) {
+            EXPECT_LE(n, kUdpGroBuffers * 10u);
+            for (uint32_t i = 0; i < n; ++i) {
+                if (slots[i].borrow) {
+                    lent += slots[i].data != slots[i].buf;
+                } else {
+                    EXPECT_EQ(slots[i].buf, slots[i].data) << "a slot that may not borrow";
+                }
+            }
+        });
     ASSERT_EQ(payloads.size(), got.size());
     for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_EQ(payloads[i], got[i]) << "datagram " << i;
@@ -1106,14 +1127,8 @@ TEST(UdpLink, rx_burst__lent_datagrams_stay_intact_until_the_next_call)
     EXPECT_GE(as_udp(*b).rx_aggregates(), 1u);
 }
 
-TEST(UdpLink, rx_burst__aggregated_datagram_longer_than_the_slot_is_dropped_and_counted)
+TEST_F(UdpLinkGro, rx_burst__aggregated_datagram_longer_than_the_slot_is_dropped_and_counted)
 {
-    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1", 1472));
-    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1", 1472));
-    ASSERT_TRUE(a && b);
-    if (!as_udp(*b).gro()) {
-        GTEST_SKIP() << "the kernel lacks UDP_GRO";
-    }
     b->rx_notify(true);   // the test sleeps on the event fd
     // 4 of 1000 bytes into 600-byte slots, then one of 500 / expect 4 oversize drops and the
     // 500-byte one delivered
