@@ -51,6 +51,12 @@ struct TxMsg {
     TxMsg *next = nullptr;     // FIFO / free list link
 
     uint32_t psn_end() const { return psn_first + npkts; }
+    // Its last packet is not full (a message shorter than one packet, or a request without
+    // payload): what the short window counts.
+    bool short_tail(uint32_t seg_payload) const
+    {
+        return static_cast<uint64_t>(length) < static_cast<uint64_t>(npkts) * seg_payload;
+    }
 };
 
 enum class ConnState : uint8_t {
@@ -71,6 +77,10 @@ struct alignas(64) Connection {
     uint32_t peer_conn = 0;        // remote connection id, 0 until learned
     uint32_t seg_payload = 0;      // payload bytes per packet on the path to the peer
     uint32_t window = 0;           // packets in flight, and reorder slots (config, or by path)
+    uint32_t short_window = 0;     // messages in flight whose last packet is not full (config,
+                                   // or kAutoWindowMin): a stream of small messages waits for
+                                   // acks in batches instead of drawing an ack per packet
+    uint32_t short_inflight = 0;   // such messages transmitted and not acknowledged
     uint32_t failed_gen = 0xffff;  // generation that failed last, for srcnic_dest_status
     int16_t fail_status = 0;       // why it failed
 
@@ -137,6 +147,11 @@ struct alignas(64) Connection {
     bool in_active = false;        // on the NIC's list of connections with work or timers
 
     bool unacked() const { return acked_psn != send_psn; }
+    // A new packet may go: within the window, and within the short window.
+    bool window_open() const
+    {
+        return send_psn - acked_psn < window && short_inflight < short_window;
+    }
     // The oldest PSN the peer has not reported holding (its newest cumulative ack, never before
     // what is acknowledged here).
     uint32_t oldest_unreported() const { return psn_before(acked_psn, sack_base) ? sack_base : acked_psn; }

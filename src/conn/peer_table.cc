@@ -4,6 +4,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/nic_config.h"
 
 #include <algorithm>
 
@@ -54,6 +55,7 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
     c->seg_payload = (config_.mtu != 0 ? mtu_ : std::max(mtu_, link_->path_mtu(addr))) -
                      static_cast<uint32_t>(sizeof(PacketHeader));
     c->window = window_for(c->seg_payload);
+    c->short_window = config_.window != 0 ? config_.window : kAutoWindowMin;
     c->rto_us = config_.rto_us;
     c->rnr_delay_us = config_.rnr_delay_us;
     if (!reorder || slots != c->window) {

@@ -280,8 +280,7 @@ srcnic_status_t Nic::arm()
         if (c->state != ConnState::kOpen) {
             continue;
         }
-        const bool can_send = psn_before(c->send_psn, c->next_psn) &&
-                              c->send_psn - c->acked_psn < c->window;
+        const bool can_send = psn_before(c->send_psn, c->next_psn) && c->window_open();
         const bool resend = psn_before(c->resend_psn, c->send_psn);
         if ((can_send || resend) && c->rnr_until_ns == 0) {
             return SRCNIC_ERR_BUSY;

@@ -296,6 +296,9 @@ SRCNIC_HOT void Nic::apply_ack(Connection *c, uint32_t ack_psn)
     c->progress_ns = now;
     c->rto_deadline_ns = c->unacked() ? now + static_cast<uint64_t>(c->rto_us) * kNsPerUs : 0;
     for (TxMsg *m = c->head; m != nullptr && !psn_before(ack_psn, m->psn_end()); m = m->next) {
+        if (!m->acked && m->short_tail(c->seg_payload)) {
+            --c->short_inflight;
+        }
         m->acked = true;
     }
     complete_in_order(c);

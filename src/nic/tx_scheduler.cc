@@ -155,6 +155,9 @@ SRCNIC_HOT void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
     const uint32_t seg = psn - m->psn_first;
     const uint32_t offset = seg * c->seg_payload;
     const uint32_t plen = m->length > offset ? std::min(c->seg_payload, m->length - offset) : 0;
+    if (!retransmit && seg + 1 == m->npkts && m->short_tail(c->seg_payload)) {
+        ++c->short_inflight;   // (apply_ack counts it out)
+    }
     h->opcode = m->cancelled ? static_cast<uint8_t>(Opcode::kNOP) : m->opcode;
     // ACK_REQ on retransmissions, and on the last PSN assigned so far: the connection goes
     // idle after it, so no later packet would make the peer acknowledge it (and the requests
@@ -389,8 +392,7 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                 ++sent;
             }
             bool new_data = false;
-            while (!tx_blocked_ && psn_before(c->send_psn, c->next_psn) &&
-                   c->send_psn - c->acked_psn < c->window &&
+            while (!tx_blocked_ && psn_before(c->send_psn, c->next_psn) && c->window_open() &&
                    !psn_before(c->send_psn, c->resend_psn)) {
                 if (!c->unacked()) {
                     c->progress_ns = now;   // the failure clock starts with the oldest unacked

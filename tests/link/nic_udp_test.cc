@@ -308,8 +308,9 @@ TEST(NicUdpGro, packets_kept_for_reordering__arrive_intact)
 
 // Packets a sender keeps in flight to a receiver that does not answer: the configured window,
 // or the automatic one, which follows the datagram size (768 KiB of payload, 128 packets at
-// least, 1024 at most).
-uint64_t flight(uint32_t mtu, uint32_t window)
+// least, 1024 at most) but holds messages shorter than a packet to 128. One large WRITE, or
+// (small) 200 WRITEs of 8 bytes.
+uint64_t flight(uint32_t mtu, uint32_t window, bool small = false)
 {
     srcnic_config_t config;
     srcnic_config_init(&config);
@@ -327,9 +328,13 @@ uint64_t flight(uint32_t mtu, uint32_t window)
     srcnic_mr_t *mr = nullptr;
     EXPECT_EQ(SRCNIC_OK, srcnic_mr_reg(p.b, region.data(), region.size(),
                                        SRCNIC_ACCESS_REMOTE_WRITE, &mr));
-    srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, p.to_b, 1, local.data(), len,
-                               reinterpret_cast<uint64_t>(region.data()), srcnic_mr_rkey(mr));
-    EXPECT_EQ(SRCNIC_OK, srcnic_post_send(p.qa, &w));
+    for (uint32_t i = 0; i < (small ? 200u : 1u); ++i) {
+        srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, p.to_b, i, local.data() + 8 * i,
+                                   small ? 8 : len,
+                                   reinterpret_cast<uint64_t>(region.data()) + 8 * i,
+                                   srcnic_mr_rkey(mr));
+        EXPECT_EQ(SRCNIC_OK, srcnic_post_send(p.qa, &w));
+    }
     for (int i = 0; i < 100; ++i) {
         srcnic_nic_progress(p.a);   // b never runs: no ack comes back
     }
@@ -347,6 +352,10 @@ TEST(NicUdpConfig, window__automatic_by_datagram_size_or_as_configured)
     EXPECT_EQ(1024u, flight(600, 0));   // 504 bytes a packet: the maximum
     EXPECT_EQ(128u, flight(1472, 128));
     EXPECT_EQ(300u, flight(0, 300));
+    // Small messages: 128 in flight whatever the window, as before it grew (a stream of them
+    // then waits for acks in batches, instead of drawing an ack for every packet).
+    EXPECT_EQ(128u, flight(1472, 0, true));
+    EXPECT_EQ(200u, flight(1472, 256, true));   // a configured window counts them all
 }
 
 TEST(NicUdpConfig, bad_values__refused_with_clear_error)
