@@ -62,7 +62,7 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
     {"WINDOW", "0",
      "Packets in flight per connection between two engines (2..1024); 0 sizes it by the\n"
      "path: 128, or enough for 768 KiB of payload where the datagrams are small (572 on a\n"
-     "1500-byte interface).",
+     "1500-byte interface), of which at most 128 messages shorter than a packet.",
      ucs_offsetof(uct_src_iface_config_t, window), UCS_CONFIG_TYPE_UINT},
 
     {"RTO", "5ms",
