@@ -60,10 +60,13 @@
 // consecutive datagrams of one sender and size to one receive call, as it received them from
 // a sender that used segmentation offload, instead of cutting them up and queueing each. The
 // link receives aggregates into kUdpGroBuffers staging buffers of 64 KiB and copies each
-// datagram into a caller slot; datagrams that find no free slot stay staged for the next
-// rx_burst (rx_pending() is true meanwhile: the socket's fd does not announce them). With
-// larger datagrams (loopback) an aggregate would rarely hold two, so the copy is not worth it
-// and datagrams are received directly into the caller's slots.
+// datagram into a caller slot, or, for a slot that may borrow (RxDatagram::borrow), lends it
+// where it is: a call that has lent stages no more aggregates, so what it lent stays intact
+// until the next rx_burst. Datagrams that find no free slot stay staged for the next rx_burst
+// (rx_pending() is true meanwhile: the socket's fd does not announce them). With larger
+// datagrams (loopback) an aggregate would rarely hold two, so the staging is not worth it and
+// datagrams are received directly into the caller's slots; so are those of a local peer's
+// socket (see "Local peers"), whose datagrams are loopback-sized.
 //
 // System calls. A single datagram of at most kUdpCopySendMax bytes is copied into one buffer
 // and goes with sendto (send on a peer socket), cheaper than sendmsg with a gather list; when
