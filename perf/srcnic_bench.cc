@@ -87,7 +87,7 @@ constexpr uint64_t kCreditStallNs = 20 * 1000 * 1000;
 // Receiver of a stream: after the sender stopped, give up waiting for missing data after this.
 constexpr uint64_t kQuietNs = 200 * 1000 * 1000;
 // Default datagram size of the floor's bandwidth stream: the largest datagram the engine's UDP
-// link allows on loopback (kUdpLoopbackMtu). The engine itself chooses smaller datagrams unless
+// link allows on loopback (kUdpLoopbackMtu), which is also what the engine sends there unless
 // told otherwise (srcnic_config_t.mtu, --mtu).
 constexpr uint32_t kFloorDatagram = 65000;
 // Largest UDP payload over IPv4, bytes.
@@ -1372,11 +1372,14 @@ uint32_t engine_sock_buf()
     return config.sock_buf;
 }
 
+// The engine's window on the loopback path (its automatic one unless --window): the floor's
+// credit window, so that both pay the same acknowledgement rate.
 uint32_t engine_window(const Options &o)
 {
     srcnic_config_t config;
     srcnic_config_init(&config);
-    return o.window != 0 ? o.window : config.window;
+    config.window = o.window;
+    return srcnic_config_window(&config, o.mtu != 0 ? o.mtu : kFloorDatagram);
 }
 
 // Two non-blocking UDP sockets on 127.0.0.1 connected to each other, with the socket buffers

@@ -68,6 +68,10 @@ typedef struct srcnic_config {
 } srcnic_config_t;
 
 SRCNIC_API void srcnic_config_init(srcnic_config_t *config);
+/* Packets in flight per connection that a NIC with this configuration allows on a path whose
+ * datagrams hold up to `datagram` bytes, header included: config->window, or the automatic
+ * window for that size (128 on loopback, 572 at 1500 bytes). */
+SRCNIC_API uint32_t srcnic_config_window(const srcnic_config_t *config, uint32_t datagram);
 
 /* The engine's version, "MAJOR.MINOR.PATCH". */
 SRCNIC_API const char *srcnic_version(void);

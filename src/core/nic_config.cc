@@ -3,6 +3,7 @@
 
 #include "core/log.h"
 
+#include <algorithm>
 #include <cstring>
 
 extern "C" void srcnic_config_init(srcnic_config_t *config)
@@ -58,6 +59,19 @@ bool probability(const char *name, double p)
 }
 
 } // namespace
+
+uint32_t window_for(const srcnic_config_t &config, uint32_t seg_payload)
+{
+    // Automatic: enough packets for kAutoWindowBytes in flight where packets are small. The
+    // peer computes the same for us (the path is local for both ends or for neither), so the
+    // receiver's reorder slots match what the sender keeps in flight.
+    if (config.window != 0) {
+        return config.window;
+    }
+    const uint32_t payload = std::max<uint32_t>(1, seg_payload);
+    const uint32_t packets = (kAutoWindowBytes + payload - 1) / payload;
+    return std::min(kMaxWindow, std::max(kAutoWindowMin, packets));
+}
 
 srcnic_status_t validate_config(const srcnic_config_t &c)
 {

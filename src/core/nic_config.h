@@ -17,6 +17,10 @@ constexpr uint32_t kAutoWindowBytes = 768 * 1024;
 constexpr uint32_t kMaxConnections = 65534;    // peer-table slots (16-bit slot in the id)
 constexpr uint32_t kMinMtu = 512;              // smallest usable datagram, bytes
 
+// Packets in flight for a connection whose packets carry seg_payload bytes: the configured
+// window, or the automatic one.
+uint32_t window_for(const srcnic_config_t &config, uint32_t seg_payload);
+
 // OK, or INVALID_PARAM after logging which value is wrong and what range it must be in.
 srcnic_status_t validate_config(const srcnic_config_t &config);
 

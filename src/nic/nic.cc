@@ -480,14 +480,7 @@ srcnic_status_t Nic::dest_status(srcnic_dest_t dest) const
 
 uint32_t Nic::window_for(uint32_t seg_payload) const
 {
-    // Automatic: enough packets for kAutoWindowBytes in flight where packets are small. The
-    // peer computes the same for us (the path is local for both ends or for neither), so the
-    // receiver's reorder slots match what the sender keeps in flight.
-    if (config_.window != 0) {
-        return config_.window;
-    }
-    const uint32_t packets = (kAutoWindowBytes + seg_payload - 1) / seg_payload;
-    return std::min(kMaxWindow, std::max(kAutoWindowMin, packets));
+    return srcnic::window_for(config_, seg_payload);
 }
 
 size_t Nic::conn_state_bytes() const

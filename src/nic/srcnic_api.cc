@@ -58,6 +58,12 @@ using srcnic::to_nic;
 
 extern "C" {
 
+uint32_t srcnic_config_window(const srcnic_config_t *config, uint32_t datagram)
+{
+    constexpr uint32_t header = sizeof(srcnic::PacketHeader);
+    return srcnic::window_for(*config, datagram > header ? datagram - header : 1);
+}
+
 srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **nic_p)
 {
     std::unique_ptr<Nic> nic;
