@@ -153,6 +153,7 @@ struct Options {
     uint32_t window = 0;               // engine window (and floor credit window); 0 = default
     uint32_t mtu = 0;                  // engine datagram size (srcnic_config_t.mtu); 0 = default
     uint32_t datagram = kFloorDatagram; // floor bandwidth stream: datagram size, bytes
+    uint32_t sock_buf = 0;             // socket buffers of both sides, bytes; 0 = the engine's default
     uint32_t repeat = 1;               // runs of every test (latency: of its blocks)
     uint32_t retries = 2;              // extra runs of a test whose kept figure was preempted
     double loss = 0;                   // engine only: fraction of received datagrams dropped
@@ -182,6 +183,8 @@ void usage(FILE *out)
                  "  --mtu N            engine datagram size, bytes (srcnic_config_t.mtu;\n"
                  "                     default 0: the engine's automatic choice)\n"
                  "  --datagram N       floor bandwidth stream: datagram size (default 65000)\n"
+                 "  --sock-buf N       socket send and receive buffers of both sides, bytes\n"
+                 "                     (srcnic_config_t.sock_buf; default: the engine's)\n"
                  "  --tests LIST       any of lat,rate,bw (default all)\n"
                  "  --repeat N         run every test's blocks N times; the figures pool them\n"
                  "                     all (default 1)\n"
@@ -320,6 +323,8 @@ int parse_options(int argc, char **argv, Options *o)
             ok = parse_uint(value, 0, 100, &o->retries);
         } else if (arg == "--mtu") {
             ok = parse_uint(value, 0, kMaxDatagram, &o->mtu);
+        } else if (arg == "--sock-buf") {
+            ok = parse_uint(value, 4096, 1u << 30, &o->sock_buf);
         } else if (arg == "--datagram") {
             ok = parse_uint(value, kSeqBytes, kMaxDatagram, &o->datagram);
         } else if (arg == "--window") {
@@ -819,6 +824,14 @@ struct StreamPool : BlockPool {
     }
 };
 
+// Socket buffers of both sides: --sock-buf, or the engine's default (srcnic_config_t.sock_buf).
+uint32_t engine_sock_buf(const Options &o)
+{
+    srcnic_config_t config;
+    srcnic_config_init(&config);
+    return o.sock_buf != 0 ? o.sock_buf : config.sock_buf;
+}
+
 // The measured time of one block of a throughput test, s.
 double block_seconds(const Options &o)
 {
@@ -866,6 +879,7 @@ public:
             config.window = o.window;
         }
         config.mtu = o.mtu;
+        config.sock_buf = engine_sock_buf(o);
         config.fault_drop = o.loss;
         config.fault_seed = kLossSeed;
         srcnic_qp_config_t qc;
@@ -1364,14 +1378,6 @@ private:
     int fd_ = -1;
 };
 
-// Socket buffers the floor asks for: the engine's default (srcnic_config_t.sock_buf).
-uint32_t engine_sock_buf()
-{
-    srcnic_config_t config;
-    srcnic_config_init(&config);
-    return config.sock_buf;
-}
-
 // The engine's window on the loopback path (its automatic one unless --window): the floor's
 // credit window, so that both pay the same acknowledgement rate.
 uint32_t engine_window(const Options &o)
@@ -1384,7 +1390,7 @@ uint32_t engine_window(const Options &o)
 
 // Two non-blocking UDP sockets on 127.0.0.1 connected to each other, with the socket buffers
 // the engine's UDP link asks for (forced past the sysctl cap where permitted, as it does).
-bool udp_pair(Fd *a, Fd *b, std::string *err)
+bool udp_pair(const Options &o, Fd *a, Fd *b, std::string *err)
 {
     struct sockaddr_in sa[2];
     for (int i = 0; i < 2; ++i) {
@@ -1394,7 +1400,7 @@ bool udp_pair(Fd *a, Fd *b, std::string *err)
             *err = format("socket: %s", std::strerror(errno));
             return false;
         }
-        const int size = static_cast<int>(engine_sock_buf());
+        const int size = static_cast<int>(engine_sock_buf(o));
         for (int opt : {SO_SNDBUFFORCE, SO_RCVBUFFORCE}) {
             if (::setsockopt(fd->get(), SOL_SOCKET, opt, &size, sizeof(size)) != 0) {
                 ::setsockopt(fd->get(), SOL_SOCKET, opt == SO_SNDBUFFORCE ? SO_SNDBUF : SO_RCVBUF,
@@ -1446,7 +1452,7 @@ LatencyRun udp_latency(const Options &o, uint32_t size, uint32_t iters)
     TestCtx ctx("udp latency " + size_name(size), o.timeout);
     Fd fa, fb;
     std::string err;
-    if (!udp_pair(&fa, &fb, &err)) {
+    if (!udp_pair(o, &fa, &fb, &err)) {
         ctx.fail("%s", err.c_str());
         return LatencyRun{RunStatus(ctx), {}, {}};
     }
@@ -1526,7 +1532,7 @@ StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_siz
                 format("window=%u", window);
     Fd fa, fb;
     std::string err;
-    if (!udp_pair(&fa, &fb, &err)) {
+    if (!udp_pair(o, &fa, &fb, &err)) {
         ctx.fail("%s", err.c_str());
         res.status = RunStatus(ctx);
         return res;
@@ -1816,7 +1822,7 @@ bool write_json(const std::string &path, const Options &o, const std::vector<Row
         << ", \"stream_blocks\": " << o.stream_blocks
         << ", \"warmup_seconds\": " << json_number(o.warmup_seconds) << ", \"window\": " << engine_window(o)
         << ", \"engine_mtu\": " << o.mtu << ", \"rate_depth\": " << o.rate_depth << ", \"repeat\": " << o.repeat << ", \"retries\": " << o.retries << ", \"loss\": " << o.loss << ", \"datagram\": " << dgram
-        << ", \"sock_buf\": " << engine_sock_buf() << ", \"pinned\": " << (o.pin ? "true" : "false")
+        << ", \"sock_buf\": " << engine_sock_buf(o) << ", \"pinned\": " << (o.pin ? "true" : "false")
         << "},\n  \"ratio_definition\": \"srcnic / udp floor\",\n  \"results\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
         const Row &r = rows[i];
@@ -1949,7 +1955,7 @@ int main(int argc, char **argv)
                  "  %u blocks a side, %g s measured in all; engine and floor taking turns, pooled\n"
                  "  (up to %u blocks run again if preempted)\n",
                  engine_window(o), o.mtu ? format("%u B", o.mtu).c_str() : "automatic", dgram,
-                 engine_sock_buf(), o.pin ? "pinned to CPUs 0 and 1" : "not pinned", o.repeat * o.blocks,
+                 engine_sock_buf(o), o.pin ? "pinned to CPUs 0 and 1" : "not pinned", o.repeat * o.blocks,
                  o.repeat * o.iters, o.repeat * o.stream_blocks, o.repeat * o.seconds, o.retries);
     if (o.loss > 0) {
         std::fprintf(stderr, "  each NIC drops %g of the datagrams it receives (fault seed %" PRIu64 "); "

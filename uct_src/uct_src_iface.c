@@ -94,9 +94,11 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "Messages in flight per engine, requests and answers together.",
      ucs_offsetof(uct_src_iface_config_t, max_inflight), UCS_CONFIG_TYPE_UINT},
 
-    {"RX_BUFFERS", "256",
-     "Packet buffers per engine for reception and reordering, one datagram each; their\n"
-     "memory is reserved, and becomes resident only as datagrams are written to it.",
+    {"RX_BUFFERS", "0",
+     "Packet buffers per engine for reception and reordering, one datagram each (64..2^20);\n"
+     "0 sizes them by the widest window: twice it, at least 256 (1144 on a 1500-byte\n"
+     "interface). Their memory is reserved, and becomes resident only as datagrams are\n"
+     "written to it.",
      ucs_offsetof(uct_src_iface_config_t, rx_buffers), UCS_CONFIG_TYPE_UINT},
 
     {"SOCK_BUF", "8m",

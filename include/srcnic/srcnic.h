@@ -52,7 +52,9 @@ typedef struct srcnic_config {
     uint32_t rnr_delay_us;     /* first back-off after a receiver-not-ready NAK, µs (default 100) */
     uint32_t max_connections;  /* peer-table slots (default 4096) */
     uint32_t max_inflight;     /* in-flight message descriptors per NIC (default 4096) */
-    uint32_t rx_buffers;       /* packet buffers for receive and reordering (default 256) */
+    uint32_t rx_buffers;       /* packet buffers for receive and reordering, 64..2^20; 0
+                                  (default) = automatic: twice the widest window, at least
+                                  256 (1144 at 1500 bytes) */
     uint32_t sock_buf;         /* socket send/receive buffer, bytes (default 8 MiB) */
     uint32_t peer_sockets;     /* connected UDP sockets for the busiest peers, 0..64 (default 4;
                                   0 = every datagram on the one bound socket) */

@@ -20,7 +20,7 @@ extern "C" void srcnic_config_init(srcnic_config_t *config)
     config->rnr_delay_us = 100;
     config->max_connections = 4096;
     config->max_inflight = 4096;
-    config->rx_buffers = 256;
+    config->rx_buffers = 0;
     config->sock_buf = 8u << 20;
     config->peer_sockets = 4;
     config->job_key = 0;
@@ -83,7 +83,7 @@ srcnic_status_t validate_config(const srcnic_config_t &c)
               in_range("rnr_delay_us", c.rnr_delay_us, 1, 1000000) &&
               in_range("max_connections", c.max_connections, 1, kMaxConnections) &&
               in_range("max_inflight", c.max_inflight, 16, 1u << 20) &&
-              in_range("rx_buffers", c.rx_buffers, 64, 1u << 20) &&
+              (c.rx_buffers == 0 || in_range("rx_buffers", c.rx_buffers, 64, 1u << 20)) &&
               in_range("sock_buf", c.sock_buf, 4096, 1u << 30) &&
               in_range("peer_sockets", c.peer_sockets, 0, 64) &&
               probability("fault_drop", c.fault_drop) &&

@@ -14,6 +14,8 @@ constexpr uint32_t kMaxWindow = 1024;          // packets in flight per connecti
 // at most kMaxWindow.
 constexpr uint32_t kAutoWindowMin = 128;
 constexpr uint32_t kAutoWindowBytes = 768 * 1024;
+// Packet buffers of the automatic rx_buffers (0): twice the widest window, at least this many.
+constexpr uint32_t kAutoRxBuffersMin = 256;
 constexpr uint32_t kMaxConnections = 65534;    // peer-table slots (16-bit slot in the id)
 constexpr uint32_t kMinMtu = 512;              // smallest usable datagram, bytes
 

@@ -89,6 +89,18 @@ srcnic_status_t Nic::init()
     }
     msgs_free_ = config_.max_inflight;
 
+    // Packet buffers: received datagrams until handled, and out-of-order packets until their
+    // turn. Too few for a window of reordering, and a loss costs the packets held after it
+    // (rx_poll gives them back to keep reception going): automatic (0) is twice the widest
+    // window, so one connection can reorder a whole window while the others keep receiving.
+    const uint32_t widest = window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader)));
+    if (config_.rx_buffers == 0) {
+        config_.rx_buffers = std::max(kAutoRxBuffersMin, 2 * widest);
+    } else if (config_.rx_buffers < widest + kRxBurst) {
+        SRCNIC_LOG_WARN("rx_buffers=%u cannot hold a window of reordering (%u packets) and a receive "
+                        "burst: a loss may cost retransmissions of packets held after it; use 0 "
+                        "(automatic) or at least %u", config_.rx_buffers, widest, widest + kRxBurst);
+    }
     // Default-initialized: not zeroed, so the pages are not touched here.
     buffers_.reset(new (std::nothrow) uint8_t[static_cast<size_t>(config_.rx_buffers) * rx_buf_size_]);
     if (buffers_ == nullptr) {
@@ -175,30 +187,39 @@ SRCNIC_HOT unsigned Nic::transmit()
     return n;
 }
 
+void Nic::reclaim_reorder_buffers()
+{
+    // Out-of-order packets hold buffers; when they starve reception, the newest of them (the
+    // farthest from delivery) are given back until a receive burst fits, so the in-order
+    // packets that unblock everything can arrive. Their senders retransmit them: the
+    // acknowledgements no longer report them.
+    for (Connection *c : active_) {
+        if (c->state != ConnState::kOpen) {
+            continue;
+        }
+        for (uint32_t ahead = c->window - 1; ahead != 0 && c->reorder_count != 0; --ahead) {
+            int32_t &slot = c->reorder[(c->expected_psn + ahead) % c->window];
+            if (slot < 0) {
+                continue;
+            }
+            buf_free(slot);
+            slot = -1;
+            --c->reorder_count;
+            count(SRCNIC_CNT_DROP_NO_BUFFER);
+            if (rx_posted_ + free_bufs_.size() >= kRxBurst) {
+                return;
+            }
+        }
+    }
+}
+
 // The receive half of progress(): defined here, always inlined into it. A receive system call
 // leaves the CPU's return predictions wrong, so each frame between the call and the code that
 // handles its datagram costs a mispredicted return, about 8 ns here (perf/README.md).
 __attribute__((always_inline)) inline unsigned Nic::rx_poll()
 {
-    // Out-of-order packets hold buffers; if they starve reception, give some back (their
-    // senders retransmit them) so the in-order packets that unblock everything can arrive.
     if (rx_posted_ + free_bufs_.size() < kRxBurst) {
-        for (Connection *c : active_) {
-            if (c->state != ConnState::kOpen || c->reorder_count == 0) {
-                continue;
-            }
-            for (uint32_t i = 0; i < c->window; ++i) {
-                if (c->reorder[i] >= 0) {
-                    buf_free(c->reorder[i]);
-                    c->reorder[i] = -1;
-                    count(SRCNIC_CNT_DROP_NO_BUFFER);
-                }
-            }
-            c->reorder_count = 0;
-            if (rx_posted_ + free_bufs_.size() >= kRxBurst) {
-                break;
-            }
-        }
+        reclaim_reorder_buffers();
     }
     while (rx_posted_ < kRxBurst && !free_bufs_.empty()) {
         const int32_t b = buf_alloc();

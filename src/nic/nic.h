@@ -180,6 +180,7 @@ private:
     void rtt_sample(Connection *c, uint64_t now);
     uint64_t rx_sack(const Connection *c) const;
     int32_t buf_alloc();
+    void reclaim_reorder_buffers();
     void buf_free(int32_t b);
     uint8_t *buf_data(int32_t b) { return &buffers_[static_cast<size_t>(b) * rx_buf_size_]; }
 

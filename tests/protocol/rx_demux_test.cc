@@ -549,6 +549,88 @@ TEST_F(RxDemuxFewBuffers, rx_poll__held_out_of_order_packets_do_not_stop_recepti
     EXPECT_EQ(2u, cqe.imm);
 }
 
+TEST_F(RxDemuxFewBuffers, rx_poll__starved_reception_gives_back_the_newest_held_packets_first)
+{
+    for (uint64_t i = 0; i < 2 * kBuffers; ++i) {
+        post_buffer(i, 64);
+    }
+    // receive a SYN SEND psn 1 / expect it delivered
+    PacketHeader h = peer_->header(Opcode::kSEND, 1, kFlagSyn | kFlagFirst | kFlagLast);
+    h.dst_qpn = qp_->qpn();
+    peer_->send(h);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    // receive psn 3 .. kBuffers + 1 (psn 2 missing): every buffer but one held for reordering
+    Counters before(*nic_);
+    const uint32_t held = kBuffers - 1;
+    for (uint32_t psn = 3; psn < 3 + held; ++psn) {
+        h = peer_->header(Opcode::kSEND, psn, kFlagFirst | kFlagLast);
+        h.dst_qpn = qp_->qpn();
+        h.imm = psn;
+        peer_->send(h);
+        run_for(0);
+    }
+    run_for(5000);
+    // receive psn 2 / expect it delivered, then the held packets in PSN order up to the first
+    // one given back: only the newest were freed (as each arrival left too few buffers for a
+    // receive burst), never the oldest, which unblock delivery soonest
+    h = peer_->header(Opcode::kSEND, 2, kFlagFirst | kFlagLast);
+    h.dst_qpn = qp_->qpn();
+    h.imm = 2;
+    peer_->send(h);
+    ASSERT_TRUE(await_cqe(qp_, &cqe, 2.0));
+    EXPECT_EQ(2u, cqe.imm);
+    uint32_t delivered = 0;
+    while (qp_->poll_cq(&cqe, 1) == 1) {
+        EXPECT_EQ(3 + delivered, cqe.imm) << "held packets out of order";
+        ++delivered;
+    }
+    const uint64_t freed = before.delta(SRCNIC_CNT_DROP_NO_BUFFER);
+    EXPECT_GT(freed, 0u) << "reception was never starved: the test needs fewer buffers";
+    EXPECT_EQ(held - freed, delivered) << freed << " held packets given back";
+    EXPECT_GE(delivered, held / 2 - 1) << "held packets given back beyond what reception needed";
+}
+
+// The automatic window and packet buffers on a fabric of 1500-byte datagrams.
+class RxDemuxAutoBuffers : public ProtocolTest {
+protected:
+    srcnic_config_t config() override
+    {
+        srcnic_config_t c = protocol_config();
+        c.window = 0;
+        c.rx_buffers = 0;
+        return c;
+    }
+    void SetUp() override { set_up(1500, 1024, nullptr); }
+};
+
+TEST_F(RxDemuxAutoBuffers, rx_poll__a_whole_window_of_reordering_keeps_every_packet)
+{
+    const srcnic_config_t c = config();
+    const uint32_t window = srcnic_config_window(&c, 1500);
+    ASSERT_GT(window, 256u) << "the test needs a window wider than 256 packets";
+    post_buffer(0, 64);
+    // receive a SYN SEND psn 1 / expect it delivered
+    PacketHeader h = peer_->header(Opcode::kSEND, 1, kFlagSyn | kFlagFirst | kFlagLast);
+    h.dst_qpn = qp_->qpn();
+    peer_->send(h);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    // receive psn 3 .. window (psn 2 missing) / expect every one held for reordering, none given
+    // back for lack of packet buffers
+    Counters before(*nic_);
+    for (uint32_t psn = 3; psn <= window; ++psn) {
+        h = peer_->header(Opcode::kSEND, psn, kFlagFirst | kFlagLast);
+        h.dst_qpn = qp_->qpn();
+        peer_->send(h);
+        run_for(0);
+    }
+    run_for(5000);
+    EXPECT_EQ(window - 2, before.delta(SRCNIC_CNT_OUT_OF_ORDER));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_DROP_NO_BUFFER));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_DROP_OUT_OF_WINDOW));
+}
+
 } // namespace
 } // namespace test
 } // namespace srcnic
