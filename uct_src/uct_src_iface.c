@@ -62,7 +62,8 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
     {"WINDOW", "0",
      "Packets in flight per connection between two engines (2..1024); 0 sizes it by the\n"
      "path: 128, or enough for 768 KiB of payload where the datagrams are small (572 on a\n"
-     "1500-byte interface), of which at most 128 messages shorter than a packet.",
+     "1500-byte interface), of which at most 128 messages shorter than a packet, and full\n"
+     "packets no more than the granted socket receive buffer holds (see SOCK_BUF).",
      ucs_offsetof(uct_src_iface_config_t, window), UCS_CONFIG_TYPE_UINT},
 
     {"RTO", "5ms",
@@ -102,8 +103,9 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      ucs_offsetof(uct_src_iface_config_t, rx_buffers), UCS_CONFIG_TYPE_UINT},
 
     {"SOCK_BUF", "8m",
-     "UDP socket send and receive buffer size (raised beyond the system limit when running\n"
-     "with CAP_NET_ADMIN).",
+     "UDP socket send and receive buffer size (raised beyond the system limits\n"
+     "net.core.wmem_max and rmem_max when running with CAP_NET_ADMIN). The automatic window\n"
+     "keeps no more full packets in flight than the granted receive buffer holds.",
      ucs_offsetof(uct_src_iface_config_t, sock_buf), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"PEER_SOCKETS", "4",

@@ -44,7 +44,9 @@ typedef struct srcnic_config {
     uint32_t window;           /* packets in flight per connection, 2..1024; 0 (default) =
                                   automatic: 128, or enough for 768 KiB of payload where the
                                   path's datagrams are small (572 at 1500 bytes), of which
-                                  at most 128 messages shorter than a packet */
+                                  at most 128 messages shorter than a packet, and full
+                                  packets no more than the receive socket holds (sock_buf
+                                  as granted; at least 4) */
     uint32_t rto_us;           /* initial retransmission timeout, µs (default 5000) */
     uint32_t rto_max_us;       /* backoff ceiling, µs (default 200000) */
     uint32_t retry_count;      /* timeouts without progress before a connection fails (default 16) */

@@ -81,6 +81,11 @@ struct alignas(64) Connection {
                                    // or kAutoWindowMin): a stream of small messages waits for
                                    // acks in batches instead of drawing an ack per packet
     uint32_t short_inflight = 0;   // such messages transmitted and not acknowledged
+    uint32_t full_window = 0;      // full packets in flight (those not counted in short_inflight):
+                                   // the window, or, automatic, what the link's receive queue
+                                   // holds (a peer's holds as many), at least kMinFullWindow
+    uint32_t ack_bytes = 0;        // acknowledge a stream after this much payload (a quarter of
+                                   // a full window), or after window / 4 packets
     uint32_t failed_gen = 0xffff;  // generation that failed last, for srcnic_dest_status
     int16_t fail_status = 0;       // why it failed
 
@@ -127,6 +132,7 @@ struct alignas(64) Connection {
                                    // the next progress call (a reply posted in between
                                    // carries the acknowledgement)
     uint32_t unacked_rx = 0;       // packets delivered since the last acknowledgement sent
+    uint32_t unacked_rx_bytes = 0; //   and their payload bytes
     uint64_t ack_since_ns = 0;     // when ack_pending became true
     uint32_t reorder_count = 0;    // buffered out-of-order packets
     std::unique_ptr<int32_t[]> reorder;   // window slots: rx buffer index or -1 (a packet's
@@ -147,11 +153,15 @@ struct alignas(64) Connection {
     bool in_active = false;        // on the NIC's list of connections with work or timers
 
     bool unacked() const { return acked_psn != send_psn; }
-    // A new packet may go: within the window, and within the short window.
+    // A new packet may go: within the window, the short window and the full window.
     bool window_open() const
     {
-        return send_psn - acked_psn < window && short_inflight < short_window;
+        const uint32_t inflight = send_psn - acked_psn;
+        return inflight < window && short_inflight < short_window &&
+               inflight - short_inflight < full_window;
     }
+    // Enough received since the last acknowledgement to send one now.
+    bool ack_due() const { return unacked_rx >= window / 4 || unacked_rx_bytes >= ack_bytes; }
     // The oldest PSN the peer has not reported holding (its newest cumulative ack, never before
     // what is acknowledged here).
     uint32_t oldest_unreported() const { return psn_before(acked_psn, sack_base) ? sack_base : acked_psn; }

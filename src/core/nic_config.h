@@ -14,6 +14,9 @@ constexpr uint32_t kMaxWindow = 1024;          // packets in flight per connecti
 // at most kMaxWindow.
 constexpr uint32_t kAutoWindowMin = 128;
 constexpr uint32_t kAutoWindowBytes = 768 * 1024;
+// The automatic window keeps no more full packets in flight than the link's receive queue holds
+// (a small socket buffer), but at least this many.
+constexpr uint32_t kMinFullWindow = 4;
 // Packet buffers of the automatic rx_buffers (0): twice the widest window, at least this many.
 constexpr uint32_t kAutoRxBuffersMin = 256;
 constexpr uint32_t kMaxConnections = 65534;    // peer-table slots (16-bit slot in the id)

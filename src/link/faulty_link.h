@@ -118,6 +118,7 @@ public:
     uint32_t mtu() const override { return inner_->mtu(); }
     uint32_t path_mtu(const LinkAddr &peer) const override { return inner_->path_mtu(peer); }
     uint32_t max_datagram() const override { return inner_->max_datagram(); }
+    uint32_t rx_queue_capacity(uint32_t size) const override { return inner_->rx_queue_capacity(size); }
     // The inner link's event fd; see "Release" above for held datagrams.
     int event_fd() const override { return inner_->event_fd(); }
     void rx_notify(bool on) override { inner_->rx_notify(on); }

@@ -125,6 +125,16 @@ public:
     // such a peer sends).
     virtual uint32_t max_datagram() const { return mtu(); }
 
+    // How many datagrams of `size` bytes the medium queues for this link before it drops more
+    // (the UDP link: what its socket receive buffer holds), or UINT32_MAX where nothing but
+    // the caller's reading bounds the queue. A peer like this one queues as many: a sender
+    // that keeps more in flight to it only overflows that queue.
+    virtual uint32_t rx_queue_capacity(uint32_t size) const
+    {
+        (void)size;
+        return UINT32_MAX;
+    }
+
     // A file descriptor that polls readable (level-triggered) while rx_burst would return
     // datagrams, or -1 if the link has none (then the caller must poll). A link may announce
     // datagrams on it only between rx_notify(true) and rx_notify(false).

@@ -243,6 +243,8 @@ public:
     // Peers at the bound address get loopback-sized datagrams (see "MTU" above).
     uint32_t path_mtu(const LinkAddr &peer) const override;
     uint32_t max_datagram() const override { return local_mtu_; }
+    // rcvbuf() over the kernel's charge for one datagram of `size` bytes, estimated from above.
+    uint32_t rx_queue_capacity(uint32_t size) const override;
     // An epoll descriptor over the link's sockets while rx_notify is on, readable while one of
     // them holds a datagram (or a pending error); over none while it is off.
     int event_fd() const override { return epoll_fd_; }

@@ -94,6 +94,13 @@ srcnic_status_t Nic::init()
     // (rx_poll gives them back to keep reception going): automatic (0) is twice the widest
     // window, so one connection can reorder a whole window while the others keep receiving.
     const uint32_t widest = window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader)));
+    const uint32_t queue = link_->rx_queue_capacity(mtu_);
+    if (config_.window == 0 && queue < widest) {
+        SRCNIC_LOG_INFO("the link's receive queue holds %u datagrams of %u bytes, fewer than the "
+                        "window (%u): at most %u full packets in flight per connection (a larger "
+                        "sock_buf, net.core.rmem_max or CAP_NET_ADMIN lifts this)", queue, mtu_,
+                        widest, std::max(kMinFullWindow, queue));
+    }
     if (config_.rx_buffers == 0) {
         config_.rx_buffers = std::max(kAutoRxBuffersMin, 2 * widest);
     } else if (config_.rx_buffers < widest + kRxBurst) {

@@ -222,6 +222,7 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
     }
     ++c->expected_psn;
     ++c->unacked_rx;
+    c->unacked_rx_bytes += h.payload_len;
     if (!c->ack_pending) {
         c->ack_pending = true;
         c->ack_since_ns = now();
@@ -229,8 +230,9 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
     if (h.flags & kFlagAckReq) {
         c->ack_next = true;
     }
-    // A stream's receiver acknowledges every window / 4 packets at once (tx_schedule).
-    if (c->unacked_rx >= c->window / 4) {
+    // A stream's receiver acknowledges every window / 4 packets, or a quarter of a full window's
+    // bytes, at once (tx_schedule).
+    if (c->ack_due()) {
         activate_now(c);
     } else {
         activate(c);

@@ -139,6 +139,7 @@ SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
     h->sack = c->reorder_count ? rx_sack(c) : 0;
     c->ack_pending = c->ack_now = c->ack_next = false;
     c->unacked_rx = 0;
+    c->unacked_rx_bytes = 0;
 }
 
 SRCNIC_HOT void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
@@ -427,7 +428,7 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
         // An acknowledgement asked for by ACK_REQ waits for the next call's first pass: the
         // application may post a reply before it, which then carries it.
         if (c->ack_pending && !tx_blocked_ &&
-            (c->ack_now || (c->ack_next && !after_rx) || c->unacked_rx >= c->window / 4 ||
+            (c->ack_now || (c->ack_next && !after_rx) || c->ack_due() ||
              now - c->ack_since_ns >= kAckDelayNs)) {
             tx_control(c, Opcode::kACK, c->send_psn, 0);
         }

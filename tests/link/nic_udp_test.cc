@@ -3,6 +3,8 @@
 #include "netns_child.h"
 #include "nic_harness.h"
 
+#include "core/nic_config.h"
+
 #include <srcnic/srcnic.h>
 
 #include <algorithm>
@@ -308,14 +310,18 @@ TEST(NicUdpGro, packets_kept_for_reordering__arrive_intact)
 
 // Packets a sender keeps in flight to a receiver that does not answer: the configured window,
 // or the automatic one, which follows the datagram size (768 KiB of payload, 128 packets at
-// least, 1024 at most) but holds messages shorter than a packet to 128. One large WRITE, or
-// (small) 200 WRITEs of 8 bytes.
-uint64_t flight(uint32_t mtu, uint32_t window, bool small = false)
+// least, 1024 at most) but holds messages shorter than a packet to 128, and full packets to what
+// the receive socket holds (sock_buf: 0 = the default). One large WRITE, or (small) 200 WRITEs
+// of 8 bytes.
+uint64_t flight(uint32_t mtu, uint32_t window, bool small = false, uint32_t sock_buf = 0)
 {
     srcnic_config_t config;
     srcnic_config_init(&config);
     config.mtu = mtu;
     config.window = window;
+    if (sock_buf != 0) {
+        config.sock_buf = sock_buf;
+    }
     config.rto_us = 2000000;    // no timeout during the test
     config.rto_max_us = 2000000;
     UdpPair p(config);
@@ -342,9 +348,15 @@ uint64_t flight(uint32_t mtu, uint32_t window, bool small = false)
                           srcnic_nic_counter(p.a, SRCNIC_CNT_RETRANSMITS);
     srcnic_mr_dereg(mr);
     if (!small) {
-        // What the API says this configuration allows on the path: 65000-byte datagrams on
-        // loopback unless the mtu is configured.
-        EXPECT_EQ(sent, srcnic_config_window(&config, mtu != 0 ? mtu : 65000));
+        // What the API says this configuration allows on the path (65000-byte datagrams on
+        // loopback unless the mtu is configured), unless the receive socket holds fewer.
+        const uint32_t dgram = mtu != 0 ? mtu : 65000;
+        uint64_t expected = srcnic_config_window(&config, dgram);
+        if (window == 0) {
+            const uint32_t fits = to_nic(p.a)->link().rx_queue_capacity(dgram);
+            expected = std::min<uint64_t>(expected, std::max(kMinFullWindow, fits));
+        }
+        EXPECT_EQ(expected, sent);
     }
     return sent;
 }
@@ -361,6 +373,52 @@ TEST(NicUdpConfig, window__automatic_by_datagram_size_or_as_configured)
     // then waits for acks in batches, instead of drawing an ack for every packet).
     EXPECT_EQ(128u, flight(1472, 0, true));
     EXPECT_EQ(200u, flight(1472, 256, true));   // a configured window counts them all
+}
+
+TEST(NicUdpConfig, window__full_packets_in_flight_fit_the_receive_socket)
+{
+    // The socket buffers an unprivileged process gets where net.core.rmem_max is Linux's
+    // default: 151 datagrams of 1472 bytes, 5 of 65000 (on Linux, which doubles the request).
+    const uint32_t small = 212992;
+    EXPECT_LT(flight(1472, 0, false, small), 572u);
+    EXPECT_LT(flight(0, 0, false, small), 128u);
+    // Messages shorter than a packet still fly 128 at a time; a configured window is kept.
+    EXPECT_EQ(128u, flight(0, 0, true, small));
+    EXPECT_EQ(572u, flight(1472, 572, false, small));
+}
+
+// A stream on a 1500-byte path with those buffers: nothing overflows the receiver's socket.
+TEST(NicUdpConfig, window__a_stream_into_a_small_socket_buffer_loses_nothing)
+{
+    srcnic_config_t config;
+    srcnic_config_init(&config);
+    config.mtu = 1472;
+    config.sock_buf = 212992;
+    UdpPair p(config);
+    ASSERT_TRUE(p.ok);
+    const uint32_t len = 4 << 20;
+    std::vector<uint8_t> region(len), local(len);
+    Random rng(0x5eed);
+    std::printf("seed 0x5eed\n");
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, srcnic_mr_reg(p.b, region.data(), len, SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    for (uint32_t r = 0; r < 4; ++r) {
+        for (auto &x : local) {
+            x = static_cast<uint8_t>(rng.next());
+        }
+        srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, p.to_b, r, local.data(), len,
+                                   reinterpret_cast<uint64_t>(region.data()), srcnic_mr_rkey(mr));
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(p.qa, &w));
+        srcnic_cqe_t c;
+        ASSERT_TRUE(p.poll(p.qa, &c)) << "round " << r;
+        ASSERT_EQ(SRCNIC_OK, c.status) << "round " << r;
+        ASSERT_TRUE(local == region) << "round " << r;
+    }
+    srcnic_mr_dereg(mr);
+    std::printf("retransmits %" PRIu64 ", timeouts %" PRIu64 "\n",
+                srcnic_nic_counter(p.a, SRCNIC_CNT_RETRANSMITS),
+                srcnic_nic_counter(p.a, SRCNIC_CNT_TIMEOUTS));
+    EXPECT_EQ(0u, to_nic(p.b)->link().stats().rx_dropped) << "datagrams the receive socket dropped";
 }
 
 TEST(NicUdpConfig, bad_values__refused_with_clear_error)

@@ -562,6 +562,48 @@ TEST(UdpLink, open__socket_buffers_as_granted)
     EXPECT_GE(big.rcvbuf(), std::min(kUdpDefaultSockBufSize, rmem_max));
 }
 
+TEST(UdpLink, rx_queue_capacity__that_many_datagrams_fit_the_socket_and_twice_as_many_do_not)
+{
+    // The buffer an unprivileged process gets where net.core.rmem_max is Linux's default, and
+    // datagrams one at a time from a plain socket (no segmentation offload, whose aggregates
+    // the kernel may charge less).
+    UdpLinkConfig small = config_for("127.0.0.1");
+    small.sock_buf_size = 212992;
+    std::unique_ptr<Link> b = open_link(small);
+    ASSERT_TRUE(b);
+    const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    struct sockaddr_in to = {};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(b->local_addr().port);
+    std::memcpy(&to.sin_addr, b->local_addr().ip, 4);
+    std::vector<uint8_t> payload(65000, 0x5a);
+    uint64_t dropped = 0;
+    // Sends count datagrams of size bytes while b does not read (loopback queues them at once),
+    // then drains b; returns how many the kernel dropped.
+    auto queue_then_drain = [&](uint32_t count, uint32_t size) {
+        for (uint32_t i = 0; i < count; ++i) {
+            EXPECT_EQ(static_cast<ssize_t>(size),
+                      ::sendto(fd, payload.data(), size, 0, reinterpret_cast<struct sockaddr *>(&to),
+                               sizeof(to)));
+        }
+        const uint64_t lost = b->stats().rx_dropped - dropped;
+        dropped += lost;
+        EXPECT_EQ(count - lost, receive(*b, count - lost, b->max_datagram(), 64).size());
+        return lost;
+    };
+    // The datagrams of a 1500-byte interface, of a 9000-byte one, and of loopback.
+    for (uint32_t size : {1472u, 8972u, 65000u}) {
+        const uint32_t fits = b->rx_queue_capacity(size);
+        std::printf("rcvbuf %u: %u datagrams of %u bytes fit\n", as_udp(*b).rcvbuf(), fits, size);
+        ASSERT_GT(fits, 0u) << size;
+        EXPECT_EQ(0u, queue_then_drain(fits, size)) << fits << " datagrams of " << size << " bytes";
+        EXPECT_LT(0u, queue_then_drain(2 * fits + 2, size))
+            << "the estimate is too low for " << size << "-byte datagrams";
+    }
+    ::close(fd);
+}
+
 TEST(UdpLink, tx_burst__batch_round_trip_ipv4)
 {
     round_trip("127.0.0.1", 1);
