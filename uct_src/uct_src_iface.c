@@ -18,6 +18,8 @@
 #include <ucs/time/time.h>
 
 #include <arpa/inet.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <ifaddrs.h>
 #include <string.h>
 
@@ -501,6 +503,47 @@ static ucs_mpool_ops_t uct_src_mpool_ops = {
     .obj_str       = NULL
 };
 
+/* The engine's messages, in UCX's log at UCX's level. */
+static void uct_src_log_handler(srcnic_log_level_t level, const char *file, int line,
+                                const char *msg, void *arg)
+{
+    static const ucs_log_level_t ucs_levels[] = {
+        [SRCNIC_LOG_LEVEL_ERROR] = UCS_LOG_LEVEL_ERROR,
+        [SRCNIC_LOG_LEVEL_WARN]  = UCS_LOG_LEVEL_WARN,
+        [SRCNIC_LOG_LEVEL_INFO]  = UCS_LOG_LEVEL_INFO,
+        [SRCNIC_LOG_LEVEL_DEBUG] = UCS_LOG_LEVEL_DEBUG,
+        [SRCNIC_LOG_LEVEL_TRACE] = UCS_LOG_LEVEL_TRACE
+    };
+
+    ucs_log_dispatch(file, line, "srcnic", ucs_levels[level],
+                     &ucs_global_opts.log_component, "%s", msg);
+}
+
+static void uct_src_log_set_handler(void)
+{
+    srcnic_log_set_handler(uct_src_log_handler, NULL);
+}
+
+/* Unless SRCNIC_LOG_LEVEL gives the engine a level of its own (it then writes to stderr), the
+ * engine logs through UCX: UCX_LOG_LEVEL (as it stands when an interface opens) sets what it
+ * reports, and UCX's log file and filters apply. */
+static void uct_src_log_attach(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    ucs_log_level_t level;
+
+    if (getenv("SRCNIC_LOG_LEVEL") != NULL) {
+        return;
+    }
+    pthread_once(&once, uct_src_log_set_handler);
+    level = ucs_global_opts.log_component.log_level;
+    srcnic_log_set_level((level >= UCS_LOG_LEVEL_TRACE) ? SRCNIC_LOG_LEVEL_TRACE :
+                         (level >= UCS_LOG_LEVEL_DEBUG) ? SRCNIC_LOG_LEVEL_DEBUG :
+                         (level >= UCS_LOG_LEVEL_INFO)  ? SRCNIC_LOG_LEVEL_INFO :
+                         (level >= UCS_LOG_LEVEL_WARN)  ? SRCNIC_LOG_LEVEL_WARN :
+                                                          SRCNIC_LOG_LEVEL_ERROR);
+}
+
 static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
                            const uct_iface_params_t *params,
                            const uct_iface_config_t *tl_config)
@@ -578,6 +621,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
         return status;
     }
 
+    uct_src_log_attach();
     srcnic_config_init(&nic_config);
     inet_ntop(AF_INET, &self->ip, nic_config.bind_addr, sizeof(nic_config.bind_addr));
     nic_config.mtu             = config->mtu;

@@ -80,6 +80,30 @@ SRCNIC_API uint32_t srcnic_config_window(const srcnic_config_t *config, uint32_t
 /* The engine's version, "MAJOR.MINOR.PATCH". */
 SRCNIC_API const char *srcnic_version(void);
 
+/* --- logging --------------------------------------------------------------------------- */
+
+/* Message severities; a level enables itself and those before it. */
+typedef enum srcnic_log_level {
+    SRCNIC_LOG_LEVEL_ERROR,
+    SRCNIC_LOG_LEVEL_WARN,
+    SRCNIC_LOG_LEVEL_INFO,
+    SRCNIC_LOG_LEVEL_DEBUG,
+    SRCNIC_LOG_LEVEL_TRACE
+} srcnic_log_level_t;
+
+/* Receives every engine message its level lets through: file and line of the engine source,
+ * msg NUL-terminated without a newline and valid only during the call. */
+typedef void (*srcnic_log_handler_t)(srcnic_log_level_t level, const char *file, int line,
+                                     const char *msg, void *arg);
+
+/* Sends the engine's messages to handler(..., arg) instead of stderr (NULL: stderr again).
+ * Process-wide; set it before other threads create NICs. */
+SRCNIC_API void srcnic_log_set_handler(srcnic_log_handler_t handler, void *arg);
+/* The process-wide level (initially the environment variable SRCNIC_LOG_LEVEL: error, warn,
+ * info, debug or trace; warn when unset). */
+SRCNIC_API void srcnic_log_set_level(srcnic_log_level_t level);
+SRCNIC_API srcnic_log_level_t srcnic_log_get_level(void);
+
 /* --- NIC ------------------------------------------------------------------------------- */
 
 SRCNIC_API srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **nic_p);

@@ -1,6 +1,8 @@
 // Log level, message formatting, the stderr sink and the rate limiter behind core/log.h.
 #include "core/log.h"
 
+#include <srcnic/srcnic.h>
+
 #include <strings.h>
 #include <unistd.h>
 
@@ -212,3 +214,44 @@ bool RateLimiter::allow(uint64_t now_ns, uint32_t *suppressed_p)
 }
 
 } // namespace srcnic
+
+// The C API (include/srcnic/srcnic.h): its handler behind a sink of this module's own.
+namespace {
+
+static_assert(static_cast<int>(SRCNIC_LOG_LEVEL_ERROR) == static_cast<int>(srcnic::LogLevel::kError) &&
+                  static_cast<int>(SRCNIC_LOG_LEVEL_TRACE) == static_cast<int>(srcnic::LogLevel::kTrace),
+              "the C levels are the LogLevel values");
+
+// The C handler and its argument (read together: set them before other threads log).
+std::atomic<srcnic_log_handler_t> g_c_handler{nullptr};
+std::atomic<void *> g_c_arg{nullptr};
+
+void c_sink(srcnic::LogLevel level, const char *file, int line, const char *msg, void *)
+{
+    const srcnic_log_handler_t fn = g_c_handler.load(std::memory_order_acquire);
+    if (fn != nullptr) {
+        fn(static_cast<srcnic_log_level_t>(level), file, line, msg,
+           g_c_arg.load(std::memory_order_relaxed));
+    }
+}
+
+} // namespace
+
+extern "C" void srcnic_log_set_handler(srcnic_log_handler_t handler, void *arg)
+{
+    g_c_arg.store(arg, std::memory_order_relaxed);
+    g_c_handler.store(handler, std::memory_order_release);
+    srcnic::set_log_sink(handler != nullptr ? c_sink : nullptr, nullptr);
+}
+
+extern "C" void srcnic_log_set_level(srcnic_log_level_t level)
+{
+    if (level >= SRCNIC_LOG_LEVEL_ERROR && level <= SRCNIC_LOG_LEVEL_TRACE) {
+        srcnic::set_log_level(static_cast<srcnic::LogLevel>(level));
+    }
+}
+
+extern "C" srcnic_log_level_t srcnic_log_get_level(void)
+{
+    return static_cast<srcnic_log_level_t>(srcnic::log_level());
+}

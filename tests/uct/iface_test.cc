@@ -4,6 +4,11 @@
 #include "uct/src_internal.h"
 #include "uct/uct_src_fixture.h"
 
+#include <ucs/config/global_opts.h>
+#include <ucs/debug/log_def.h>
+
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -204,6 +209,61 @@ TEST_F(UctSrc, ep_create__sends_nothing)
     EXPECT_EQ(1u, uct_src_test_num_connections(a_.iface));
 }
 
+// --- the engine's messages in UCX's log ---
+
+namespace {
+
+std::vector<std::pair<ucs_log_level_t, std::string>> g_engine_messages;
+
+ucs_log_func_rc_t engine_message_handler(const char *file, unsigned line, const char *function,
+                                         ucs_log_level_t level,
+                                         const ucs_log_component_config_t *comp_conf,
+                                         const char *message, va_list ap)
+{
+    if (std::strcmp(function, "srcnic") == 0) {
+        char text[512];
+        va_list copy;
+        va_copy(copy, ap);
+        std::vsnprintf(text, sizeof(text), message, copy);
+        va_end(copy);
+        g_engine_messages.emplace_back(level, std::string(file) + ": " + text);
+    }
+    return UCS_LOG_FUNC_RC_CONTINUE;
+}
+
+} // namespace
+
+TEST_F(UctSrc, log__engine_messages_reach_ucx_log_at_ucx_log_level)
+{
+    ASSERT_EQ(nullptr, std::getenv("SRCNIC_LOG_LEVEL"))
+        << "SRCNIC_LOG_LEVEL gives the engine its own log on stderr: unset it for this test";
+    // An iface whose socket buffer holds fewer datagrams than the window: the engine says so at
+    // info level, once for the iface.
+    const std::vector<ConfigKv> small = {{"SOCK_BUF", "212992"}};
+    auto open_and_close = [&](ucs_log_level_t level) {
+        const ucs_log_level_t saved = ucs_global_opts.log_component.log_level;
+        ucs_global_opts.log_component.log_level = level;
+        g_engine_messages.clear();
+        ucs_log_push_handler(engine_message_handler);
+        Side side;
+        side.name = "small";
+        open_side(&side, md_b_, small);
+        close_side(&side);
+        ucs_log_pop_handler();
+        ucs_global_opts.log_component.log_level = saved;
+    };
+    open_and_close(UCS_LOG_LEVEL_INFO);
+    bool found = false;
+    for (const auto &m : g_engine_messages) {
+        std::printf("engine: %s %s\n", ucs_log_level_names[m.first], m.second.c_str());
+        found |= m.first == UCS_LOG_LEVEL_INFO && m.second.find("receive queue holds") != std::string::npos;
+    }
+    EXPECT_TRUE(found) << "the engine's info message did not reach UCX's log at UCX_LOG_LEVEL=info";
+    // At warn (UCX's default) the engine does not even format it.
+    open_and_close(UCS_LOG_LEVEL_WARN);
+    EXPECT_TRUE(g_engine_messages.empty()) << g_engine_messages.front().second;
+}
+
 // Peer a declares a silent peer dead after 1 s.
 class UctSrcShortTimeout : public UctSrc {
 protected:
@@ -217,6 +277,8 @@ TEST_F(UctSrcShortTimeout, ep_create__to_absent_peer_fails_only_when_used)
 {
     uct_ep_h ep = create_ep_to_closed_iface(&a_);
     ASSERT_NE(nullptr, ep) << "creating an ep must not contact the peer";
+    // The engine warns, in UCX's log, that the connection failed.
+    LogCapture::ExpectErrors expect;
     progress_for(1.5);
     EXPECT_EQ(0u, a_.num_errors()) << "an unused ep to an absent peer must not fail";
 
@@ -227,6 +289,7 @@ TEST_F(UctSrcShortTimeout, ep_create__to_absent_peer_fails_only_when_used)
         << "no error reported for a send to an absent peer";
     const double elapsed = now_sec() - start;
     EXPECT_LT(elapsed, 5.0) << "PEER_TIMEOUT is 1 s";
+    EXPECT_LE(1u, expect.count()) << "the engine's warning did not reach UCX's log";
     {
         std::lock_guard<std::mutex> guard(a_.errors_lock);
         ASSERT_EQ(1u, a_.errors.size());
@@ -259,9 +322,12 @@ TEST_F(UctSrcShortTimeout, ep_check__absent_peer_reported)
 {
     uct_ep_h ep = create_ep_to_closed_iface(&a_);
     ASSERT_NE(nullptr, ep);
+    // The engine warns, in UCX's log, that the connection failed.
+    LogCapture::ExpectErrors expect;
     ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, nullptr));
     ASSERT_TRUE(wait_for([&] { return a_.num_errors() > 0; }, 15.0))
         << "ep_check did not detect the absent peer";
+    EXPECT_LE(1u, expect.count()) << "the engine's warning did not reach UCX's log";
     std::lock_guard<std::mutex> guard(a_.errors_lock);
     EXPECT_EQ(ep, a_.errors[0].ep);
     a_.errors.clear();

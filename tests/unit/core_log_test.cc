@@ -1,6 +1,8 @@
 // Unit tests for src/core/log.cc.
 #include "core/log.h"
 
+#include <srcnic/srcnic.h>
+
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -183,6 +185,42 @@ TEST_F(core_log, set_log_sink__null_restores_stderr)
     EXPECT_EQ("[srcnic WARN core_log_test.cc:" + std::to_string(line) +
                   "] 3 packets from peer\n",
               err);
+    EXPECT_TRUE(messages_.empty());
+}
+
+// The C API: a handler of the application's (the UCT module's) gets the messages its level
+// lets through, with their levels; NULL gives them back to stderr.
+void c_handler(srcnic_log_level_t level, const char *file, int line, const char *msg, void *arg)
+{
+    static_cast<std::vector<LoggedMessage> *>(arg)->push_back(
+        {static_cast<LogLevel>(level), file, line, msg});
+}
+
+TEST_F(core_log, srcnic_log_set_handler__gets_messages_at_the_level_set)
+{
+    std::vector<LoggedMessage> got;
+    srcnic_log_set_handler(c_handler, &got);
+    srcnic_log_set_level(SRCNIC_LOG_LEVEL_INFO);
+    EXPECT_EQ(SRCNIC_LOG_LEVEL_INFO, srcnic_log_get_level());
+    const int line = __LINE__;
+    SRCNIC_LOG_WARN("w %d", 1);
+    SRCNIC_LOG_INFO("i %d", 2);
+    SRCNIC_LOG_DEBUG("d %d", 3);   // below the level: not formatted, not handled
+    ASSERT_EQ(2u, got.size());
+    EXPECT_EQ(LogLevel::kWarn, got[0].level);
+    EXPECT_EQ("w 1", got[0].msg);
+    EXPECT_EQ(line + 1, got[0].line);
+    EXPECT_NE(std::string::npos, got[0].file.find("core_log_test.cc"));
+    EXPECT_EQ(LogLevel::kInfo, got[1].level);
+    EXPECT_EQ("i 2", got[1].msg);
+    srcnic_log_set_level(static_cast<srcnic_log_level_t>(42));   // out of range: ignored
+    EXPECT_EQ(SRCNIC_LOG_LEVEL_INFO, srcnic_log_get_level());
+
+    srcnic_log_set_handler(nullptr, nullptr);
+    testing::internal::CaptureStderr();
+    SRCNIC_LOG_WARN("to stderr");
+    EXPECT_NE(std::string::npos, testing::internal::GetCapturedStderr().find("] to stderr"));
+    EXPECT_EQ(2u, got.size());
     EXPECT_TRUE(messages_.empty());
 }
 
