@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <string>
 
 namespace srcnic {
 namespace test {
@@ -255,6 +256,46 @@ TEST(NicUdpLocal, peers_at_the_same_interface_address__loopback_sized_packets)
 // for a burst: the kernel drops datagrams, later ones arrive ahead of a hole and wait in the
 // reorder buffer. The link lends aggregated datagrams from its staging memory, which it reuses
 // on the next call; a packet kept for reordering must be kept intact all the same.
+// Posts `rounds` WRITEs of len random bytes (from rng) from a to a region of b, one at a time,
+// calling progress() until each completes (30 s watchdog), and checks each landed intact.
+// Returns "" or what went wrong.
+std::string write_rounds(UdpPair &p, uint32_t len, uint32_t rounds, Random &rng,
+                         const std::function<void()> &progress)
+{
+    std::vector<uint8_t> region(len), local(len);
+    srcnic_mr_t *mr;
+    if (srcnic_mr_reg(p.b, region.data(), len, SRCNIC_ACCESS_REMOTE_WRITE, &mr) != SRCNIC_OK) {
+        return "srcnic_mr_reg failed";
+    }
+    std::string err;
+    for (uint32_t r = 0; r < rounds && err.empty(); ++r) {
+        for (auto &x : local) {
+            x = static_cast<uint8_t>(rng.next());
+        }
+        srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, p.to_b, r, local.data(), len,
+                                   reinterpret_cast<uint64_t>(region.data()), srcnic_mr_rkey(mr));
+        if (srcnic_post_send(p.qa, &w) != SRCNIC_OK) {
+            err = "post_send failed in round " + std::to_string(r);
+            break;
+        }
+        srcnic_cqe_t c;
+        const uint64_t deadline = now_ns() + 30 * kNsPerSec;
+        while (srcnic_poll_cq(p.qa, &c, 1) == 0 && err.empty()) {
+            if (now_ns() > deadline) {
+                err = "round " + std::to_string(r) + " never completed";
+            }
+            progress();
+        }
+        if (err.empty() && c.status != SRCNIC_OK) {
+            err = "round " + std::to_string(r) + " completed with " + std::to_string(c.status);
+        } else if (err.empty() && local != region) {
+            err = "round " + std::to_string(r) + ": the region differs from what was written";
+        }
+    }
+    srcnic_mr_dereg(mr);
+    return err;
+}
+
 TEST(NicUdpGro, packets_kept_for_reordering__arrive_intact)
 {
     srcnic_config_t config;
@@ -266,32 +307,15 @@ TEST(NicUdpGro, packets_kept_for_reordering__arrive_intact)
     UdpPair p(config);
     ASSERT_TRUE(p.ok);
     srcnic_nic_t *a = p.a, *b = p.b;
-    const uint32_t len = 256 * 1024, rounds = 40;
-    std::vector<uint8_t> region(len), local(len);
-    srcnic_mr_t *mr;
-    ASSERT_EQ(SRCNIC_OK, srcnic_mr_reg(b, region.data(), len, SRCNIC_ACCESS_REMOTE_WRITE, &mr));
     Random rng(0x5eed);
     std::printf("seed 0x5eed\n");
-    for (uint32_t r = 0; r < rounds; ++r) {
-        for (auto &x : local) {
-            x = static_cast<uint8_t>(rng.next());
+    // The receiver polls every 4th time: the sender's burst overruns its socket.
+    EXPECT_EQ("", write_rounds(p, 256 * 1024, 40, rng, [&] {
+        srcnic_nic_progress(a);
+        if (rng.below(4) == 0) {
+            srcnic_nic_progress(b);
         }
-        srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, p.to_b, r, local.data(), len,
-                                   reinterpret_cast<uint64_t>(region.data()), srcnic_mr_rkey(mr));
-        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(p.qa, &w));
-        srcnic_cqe_t c;
-        const uint64_t deadline = now_ns() + 30 * kNsPerSec;
-        while (srcnic_poll_cq(p.qa, &c, 1) == 0) {
-            ASSERT_LT(now_ns(), deadline) << "round " << r;
-            // The receiver polls every 4th time: the sender's burst overruns its socket.
-            srcnic_nic_progress(a);
-            if (rng.below(4) == 0) {
-                srcnic_nic_progress(b);
-            }
-        }
-        ASSERT_EQ(SRCNIC_OK, c.status) << "round " << r;
-        ASSERT_TRUE(local == region) << "round " << r;
-    }
+    }));
     std::printf("out of order %" PRIu64 ", duplicates %" PRIu64 ", retransmits %" PRIu64
                 ", timeouts %" PRIu64 ", no buffer %" PRIu64 "\n",
                 srcnic_nic_counter(b, SRCNIC_CNT_OUT_OF_ORDER),
@@ -305,7 +329,6 @@ TEST(NicUdpGro, packets_kept_for_reordering__arrive_intact)
     EXPECT_GT(srcnic_nic_counter(b, SRCNIC_CNT_OUT_OF_ORDER), 0u);
     EXPECT_LT(srcnic_nic_counter(b, SRCNIC_CNT_DUPLICATES),
               srcnic_nic_counter(b, SRCNIC_CNT_OUT_OF_ORDER) / 4);
-    srcnic_mr_dereg(mr);
 }
 
 // Packets a sender keeps in flight to a receiver that does not answer: the configured window,
@@ -396,25 +419,12 @@ TEST(NicUdpConfig, window__a_stream_into_a_small_socket_buffer_loses_nothing)
     config.sock_buf = 212992;
     UdpPair p(config);
     ASSERT_TRUE(p.ok);
-    const uint32_t len = 4 << 20;
-    std::vector<uint8_t> region(len), local(len);
     Random rng(0x5eed);
     std::printf("seed 0x5eed\n");
-    srcnic_mr_t *mr;
-    ASSERT_EQ(SRCNIC_OK, srcnic_mr_reg(p.b, region.data(), len, SRCNIC_ACCESS_REMOTE_WRITE, &mr));
-    for (uint32_t r = 0; r < 4; ++r) {
-        for (auto &x : local) {
-            x = static_cast<uint8_t>(rng.next());
-        }
-        srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, p.to_b, r, local.data(), len,
-                                   reinterpret_cast<uint64_t>(region.data()), srcnic_mr_rkey(mr));
-        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(p.qa, &w));
-        srcnic_cqe_t c;
-        ASSERT_TRUE(p.poll(p.qa, &c)) << "round " << r;
-        ASSERT_EQ(SRCNIC_OK, c.status) << "round " << r;
-        ASSERT_TRUE(local == region) << "round " << r;
-    }
-    srcnic_mr_dereg(mr);
+    EXPECT_EQ("", write_rounds(p, 4 << 20, 4, rng, [&] {
+        srcnic_nic_progress(p.a);
+        srcnic_nic_progress(p.b);
+    }));
     std::printf("retransmits %" PRIu64 ", timeouts %" PRIu64 "\n",
                 srcnic_nic_counter(p.a, SRCNIC_CNT_RETRANSMITS),
                 srcnic_nic_counter(p.a, SRCNIC_CNT_TIMEOUTS));

@@ -493,8 +493,27 @@ TEST_F(RxDemux, rx_datagram__syn_from_new_incarnation_replaces_connection)
 
 // --- packet buffers (rx_poll) ---
 
+// Single-packet SENDs from the raw peer to qp_, for the packet-buffer tests.
+class RxDemuxBuffers : public ProtocolTest {
+protected:
+    void send_one(RawPeer &peer, uint32_t psn, uint16_t flags = 0)
+    {
+        PacketHeader h = peer.header(Opcode::kSEND, psn, flags | kFlagFirst | kFlagLast);
+        h.dst_qpn = qp_->qpn();
+        h.imm = psn;
+        peer.send(h);
+    }
+    // Receive a SYN SEND psn 1 / expect it delivered.
+    void open_connection()
+    {
+        send_one(*peer_, 1, kFlagSyn);
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(await_cqe(qp_, &cqe));
+    }
+};
+
 // Few packet buffers, two peers: together their out-of-order packets can hold all of them.
-class RxDemuxFewBuffers : public ProtocolTest {
+class RxDemuxFewBuffers : public RxDemuxBuffers {
 protected:
     static constexpr uint32_t kBuffers = 64;
 
@@ -554,30 +573,20 @@ TEST_F(RxDemuxFewBuffers, rx_poll__starved_reception_gives_back_the_newest_held_
     for (uint64_t i = 0; i < 2 * kBuffers; ++i) {
         post_buffer(i, 64);
     }
-    // receive a SYN SEND psn 1 / expect it delivered
-    PacketHeader h = peer_->header(Opcode::kSEND, 1, kFlagSyn | kFlagFirst | kFlagLast);
-    h.dst_qpn = qp_->qpn();
-    peer_->send(h);
-    srcnic_cqe_t cqe;
-    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    ASSERT_NO_FATAL_FAILURE(open_connection());
     // receive psn 3 .. kBuffers + 1 (psn 2 missing): every buffer but one held for reordering
     Counters before(*nic_);
     const uint32_t held = kBuffers - 1;
     for (uint32_t psn = 3; psn < 3 + held; ++psn) {
-        h = peer_->header(Opcode::kSEND, psn, kFlagFirst | kFlagLast);
-        h.dst_qpn = qp_->qpn();
-        h.imm = psn;
-        peer_->send(h);
+        send_one(*peer_, psn);
         run_for(0);
     }
     run_for(5000);
     // receive psn 2 / expect it delivered, then the held packets in PSN order up to the first
     // one given back: only the newest were freed (as each arrival left too few buffers for a
     // receive burst), never the oldest, which unblock delivery soonest
-    h = peer_->header(Opcode::kSEND, 2, kFlagFirst | kFlagLast);
-    h.dst_qpn = qp_->qpn();
-    h.imm = 2;
-    peer_->send(h);
+    send_one(*peer_, 2);
+    srcnic_cqe_t cqe;
     ASSERT_TRUE(await_cqe(qp_, &cqe, 2.0));
     EXPECT_EQ(2u, cqe.imm);
     uint32_t delivered = 0;
@@ -592,7 +601,7 @@ TEST_F(RxDemuxFewBuffers, rx_poll__starved_reception_gives_back_the_newest_held_
 }
 
 // The automatic window and packet buffers on a fabric of 1500-byte datagrams.
-class RxDemuxAutoBuffers : public ProtocolTest {
+class RxDemuxAutoBuffers : public RxDemuxBuffers {
 protected:
     srcnic_config_t config() override
     {
@@ -610,19 +619,12 @@ TEST_F(RxDemuxAutoBuffers, rx_poll__a_whole_window_of_reordering_keeps_every_pac
     const uint32_t window = srcnic_config_window(&c, 1500);
     ASSERT_GT(window, 256u) << "the test needs a window wider than 256 packets";
     post_buffer(0, 64);
-    // receive a SYN SEND psn 1 / expect it delivered
-    PacketHeader h = peer_->header(Opcode::kSEND, 1, kFlagSyn | kFlagFirst | kFlagLast);
-    h.dst_qpn = qp_->qpn();
-    peer_->send(h);
-    srcnic_cqe_t cqe;
-    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    ASSERT_NO_FATAL_FAILURE(open_connection());
     // receive psn 3 .. window (psn 2 missing) / expect every one held for reordering, none given
     // back for lack of packet buffers
     Counters before(*nic_);
     for (uint32_t psn = 3; psn <= window; ++psn) {
-        h = peer_->header(Opcode::kSEND, psn, kFlagFirst | kFlagLast);
-        h.dst_qpn = qp_->qpn();
-        peer_->send(h);
+        send_one(*peer_, psn);
         run_for(0);
     }
     run_for(5000);
