@@ -56,11 +56,7 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
                      static_cast<uint32_t>(sizeof(PacketHeader));
     c->window = window_for(c->seg_payload);
     c->short_window = config_.window != 0 ? config_.window : kAutoWindowMin;
-    c->full_window = c->window;
-    if (config_.window == 0) {
-        const uint32_t fits = link_->rx_queue_capacity(c->seg_payload + sizeof(PacketHeader));
-        c->full_window = std::min(c->window, std::max(kMinFullWindow, fits));
-    }
+    c->full_window = full_window_for(c->seg_payload);
     c->ack_bytes = static_cast<uint32_t>(
         std::min<uint64_t>(UINT32_MAX, static_cast<uint64_t>(c->full_window) * c->seg_payload / 4));
     c->rto_us = config_.rto_us;

@@ -94,12 +94,12 @@ srcnic_status_t Nic::init()
     // (rx_poll gives them back to keep reception going): automatic (0) is twice the widest
     // window, so one connection can reorder a whole window while the others keep receiving.
     const uint32_t widest = window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader)));
-    const uint32_t queue = link_->rx_queue_capacity(mtu_);
-    if (config_.window == 0 && queue < widest) {
+    const uint32_t full = full_window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader)));
+    if (full < widest) {
         SRCNIC_LOG_INFO("the link's receive queue holds %u datagrams of %u bytes, fewer than the "
                         "window (%u): at most %u full packets in flight per connection (a larger "
-                        "sock_buf, net.core.rmem_max or CAP_NET_ADMIN lifts this)", queue, mtu_,
-                        widest, std::max(kMinFullWindow, queue));
+                        "sock_buf, net.core.rmem_max or CAP_NET_ADMIN lifts this)",
+                        link_->rx_queue_capacity(mtu_), mtu_, widest, full);
     }
     if (config_.rx_buffers == 0) {
         config_.rx_buffers = std::max(kAutoRxBuffersMin, 2 * widest);
@@ -509,6 +509,16 @@ srcnic_status_t Nic::dest_status(srcnic_dest_t dest) const
 uint32_t Nic::window_for(uint32_t seg_payload) const
 {
     return srcnic::window_for(config_, seg_payload);
+}
+
+uint32_t Nic::full_window_for(uint32_t seg_payload) const
+{
+    const uint32_t window = window_for(seg_payload);
+    if (config_.window != 0) {
+        return window;
+    }
+    const uint32_t fits = link_->rx_queue_capacity(seg_payload + static_cast<uint32_t>(sizeof(PacketHeader)));
+    return std::min(window, std::max(kMinFullWindow, fits));
 }
 
 size_t Nic::conn_state_bytes() const

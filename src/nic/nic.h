@@ -118,6 +118,9 @@ public:
     // Packets in flight for a connection whose packets carry seg_payload bytes: the configured
     // window, or the automatic one (kAutoWindowBytes).
     uint32_t window_for(uint32_t seg_payload) const;
+    // Full packets in flight for such a connection: its window, or with the automatic window
+    // no more than the link's receive queue holds (kMinFullWindow at least).
+    uint32_t full_window_for(uint32_t seg_payload) const;
 
 private:
     Nic(const srcnic_config_t &config, std::unique_ptr<Link> link);
