@@ -2,6 +2,7 @@
 #include "link/faulty_link.h"
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/random.h"
 
 #include <cstdint>
@@ -27,16 +28,16 @@ bool config_valid(const FaultConfig &cfg, const char *direction)
     for (const auto &p : probs) {
         // Written so that NaN fails too.
         if (!(p.value >= 0 && p.value <= 1)) {
-            link_log_error("faulty link: %s %s probability %g is outside 0..1", direction,
-                           p.name, p.value);
+            SRCNIC_LOG_ERROR("faulty link: %s %s probability %g is outside 0..1", direction,
+                             p.name, p.value);
             return false;
         }
     }
     if (cfg.delay_us > kFaultMaxDelayUs || cfg.jitter_us > kFaultMaxDelayUs - cfg.delay_us) {
-        link_log_error("faulty link: %s delay %llu us + jitter %llu us exceeds %llu us",
-                       direction, static_cast<unsigned long long>(cfg.delay_us),
-                       static_cast<unsigned long long>(cfg.jitter_us),
-                       static_cast<unsigned long long>(kFaultMaxDelayUs));
+        SRCNIC_LOG_ERROR("faulty link: %s delay %llu us + jitter %llu us exceeds %llu us",
+                         direction, static_cast<unsigned long long>(cfg.delay_us),
+                         static_cast<unsigned long long>(cfg.jitter_us),
+                         static_cast<unsigned long long>(kFaultMaxDelayUs));
         return false;
     }
     return true;
@@ -207,15 +208,15 @@ srcnic_status_t FaultyLink::open(std::unique_ptr<Link> &&inner, const FaultyLink
                                  std::unique_ptr<FaultyLink> *link_p)
 {
     if (inner == nullptr || link_p == nullptr) {
-        link_log_error("faulty link: no inner link or no output pointer");
+        SRCNIC_LOG_ERROR("faulty link: no inner link or no output pointer");
         return SRCNIC_ERR_INVALID_PARAM;
     }
     if (!config_valid(cfg.tx, "tx") || !config_valid(cfg.rx, "rx")) {
         return SRCNIC_ERR_INVALID_PARAM;
     }
     if (cfg.max_held < 2 || cfg.max_held > kFaultMaxHeldLimit) {
-        link_log_error("faulty link: max_held %u is outside 2..%u", cfg.max_held,
-                       kFaultMaxHeldLimit);
+        SRCNIC_LOG_ERROR("faulty link: max_held %u is outside 2..%u", cfg.max_held,
+                         kFaultMaxHeldLimit);
         return SRCNIC_ERR_INVALID_PARAM;
     }
 
@@ -228,8 +229,8 @@ srcnic_status_t FaultyLink::open(std::unique_ptr<Link> &&inner, const FaultyLink
         link->tx_->init(cfg.tx, cfg.seed, cfg.max_held, inner->max_datagram()) != SRCNIC_OK ||
         link->rx_->init(cfg.rx, cfg.seed ^ kFaultRxSeedXor, cfg.max_held,
                         inner->max_datagram()) != SRCNIC_OK) {
-        link_log_error("faulty link: out of memory for 2 x %u held datagrams of %u bytes",
-                       cfg.max_held, inner->max_datagram());
+        SRCNIC_LOG_ERROR("faulty link: out of memory for 2 x %u held datagrams of %u bytes",
+                         cfg.max_held, inner->max_datagram());
         return SRCNIC_ERR_NO_MEMORY;
     }
     link->inner_ = std::move(inner);
@@ -306,13 +307,12 @@ uint32_t FaultyLink::tx_burst(const TxDatagram *dgrams, uint32_t n)
         }
         if (!valid || len > inner_->path_mtu(dgram.dst)) {
             ++stats_.tx_errors;
-            if (tx_log_.allow()) {
-                link_log_error("faulty link %s: dropping an invalid datagram to %s (%u iov "
-                               "entries, %zu bytes, mtu %u)",
-                               inner_->local_addr().to_string().c_str(),
-                               dgram.dst.to_string().c_str(), dgram.iovcnt, len,
-                               inner_->path_mtu(dgram.dst));
-            }
+            SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                                   "faulty link %s: dropping an invalid datagram to %s (%u iov "
+                                   "entries, %zu bytes, mtu %u)",
+                                   inner_->local_addr().to_string().c_str(),
+                                   dgram.dst.to_string().c_str(), dgram.iovcnt, len,
+                                   inner_->path_mtu(dgram.dst));
             continue;
         }
         if (tx_->room() == 0) {
@@ -389,12 +389,11 @@ uint32_t FaultyLink::rx_burst(RxDatagram *slots, uint32_t n)
             RxDatagram &slot = slots[filled];
             if (held.len > slot.capacity) {
                 ++stats_.rx_oversize;
-                if (rx_log_.allow()) {
-                    link_log_error("faulty link %s: dropping a %u-byte datagram: longer than "
-                                   "the receive slot (%u bytes)",
-                                   inner_->local_addr().to_string().c_str(), held.len,
-                                   slot.capacity);
-                }
+                SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                                       "faulty link %s: dropping a %u-byte datagram: longer than "
+                                       "the receive slot (%u bytes)",
+                                       inner_->local_addr().to_string().c_str(), held.len,
+                                       slot.capacity);
                 continue;
             }
             if (held.len > 0) {

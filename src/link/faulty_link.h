@@ -49,7 +49,6 @@
 #define SRCNIC_LINK_FAULTY_LINK_H
 
 #include "link/link.h"
-#include "link/link_log.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -148,8 +147,6 @@ private:
     std::unique_ptr<Direction> rx_;     // rx faults, generator and held copies
     uint64_t calls_ = 0;                // tx_burst and rx_burst calls so far
     LinkStats stats_;                   // upper-side counters (see above)
-    LinkLogLimit tx_log_;               // rate limit for invalid-datagram messages
-    LinkLogLimit rx_log_;               // rate limit for oversize messages
     mutable std::mutex mutex_;          // held by tx_burst, rx_burst, set_config,
                                         // fault_stats and held
 };

@@ -1,6 +1,8 @@
 // The loopback backend: the fabric's address table and each link's preallocated receive queue.
 #include "link/loopback_link.h"
 
+#include "core/log.h"
+
 #include <netinet/in.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -47,13 +49,13 @@ public:
         lens_.reset(new (std::nothrow) uint32_t[depth]);
         srcs_.reset(new (std::nothrow) LinkAddr[depth]);
         if (bufs_ == nullptr || lens_ == nullptr || srcs_ == nullptr) {
-            link_log_error("loopback link: out of memory for a queue of %u x %u bytes", depth,
-                           fabric_->mtu());
+            SRCNIC_LOG_ERROR("loopback link: out of memory for a queue of %u x %u bytes", depth,
+                             fabric_->mtu());
             return SRCNIC_ERR_NO_MEMORY;
         }
         event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (event_fd_ < 0) {
-            link_log_error("loopback link: eventfd failed: %m");
+            SRCNIC_LOG_ERROR("loopback link: eventfd failed: %m");
             return errno == EMFILE || errno == ENFILE ? SRCNIC_ERR_NO_RESOURCE
                                                       : SRCNIC_ERR_IO_ERROR;
         }
@@ -83,11 +85,10 @@ public:
             RxDatagram &slot = slots[filled];
             if (len > slot.capacity) {
                 ++stats_.rx_oversize;
-                if (rx_log_.allow()) {
-                    link_log_error("loopback link %s: dropping a %u-byte datagram: longer than "
-                                   "the receive slot (%u bytes)",
-                                   local_addr_.to_string().c_str(), len, slot.capacity);
-                }
+                SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                                       "loopback link %s: dropping a %u-byte datagram: longer than "
+                                       "the receive slot (%u bytes)",
+                                       local_addr_.to_string().c_str(), len, slot.capacity);
             } else {
                 if (len > 0) {
                     std::memcpy(slot.buf, &bufs_[head_ * mtu], len);
@@ -154,19 +155,18 @@ private:
     void signal_event()
     {
         const uint64_t one = 1;
-        if (::write(event_fd_, &one, sizeof(one)) != sizeof(one) && rx_log_.allow()) {
-            link_log_error("loopback link %s: eventfd write failed: %m",
-                           local_addr_.to_string().c_str());
+        if (::write(event_fd_, &one, sizeof(one)) != sizeof(one)) {
+            SRCNIC_LOG_RATELIMITED(LogLevel::kError, "loopback link %s: eventfd write failed: %m",
+                                   local_addr_.to_string().c_str());
         }
     }
 
     void clear_event()
     {
         uint64_t value;
-        if (::read(event_fd_, &value, sizeof(value)) != sizeof(value) && errno != EAGAIN &&
-            rx_log_.allow()) {
-            link_log_error("loopback link %s: eventfd read failed: %m",
-                           local_addr_.to_string().c_str());
+        if (::read(event_fd_, &value, sizeof(value)) != sizeof(value) && errno != EAGAIN) {
+            SRCNIC_LOG_RATELIMITED(LogLevel::kError, "loopback link %s: eventfd read failed: %m",
+                                   local_addr_.to_string().c_str());
         }
     }
 
@@ -175,8 +175,6 @@ private:
     LinkAddr local_addr_;           // 127.0.0.1:port_
     int event_fd_ = -1;             // eventfd, readable while count_ > 0
     mutable LinkStats stats_;       // counters; rx_dropped is copied from dropped_ on reads
-    LinkLogLimit tx_log_;           // rate limit for send-path messages (owner thread)
-    LinkLogLimit rx_log_;           // rate limit for receive-path messages (under mutex_)
 
     mutable std::mutex mutex_;      // guards the queue, dropped_ and the eventfd's state
     std::unique_ptr<uint8_t[]> bufs_;    // queue_depth buffers of mtu bytes
@@ -199,8 +197,8 @@ srcnic_status_t LoopbackFabric::create(uint32_t mtu, uint32_t queue_depth,
 {
     if (fabric_p == nullptr || mtu == 0 || mtu > kLoopbackMaxMtu || queue_depth == 0 ||
         queue_depth > kLoopbackMaxQueueDepth) {
-        link_log_error("loopback fabric: invalid parameters: mtu %u (1..%u), queue depth %u "
-                       "(1..%u)", mtu, kLoopbackMaxMtu, queue_depth, kLoopbackMaxQueueDepth);
+        SRCNIC_LOG_ERROR("loopback fabric: invalid parameters: mtu %u (1..%u), queue depth %u "
+                         "(1..%u)", mtu, kLoopbackMaxMtu, queue_depth, kLoopbackMaxQueueDepth);
         return SRCNIC_ERR_INVALID_PARAM;
     }
     LoopbackFabric *raw = new (std::nothrow) LoopbackFabric(mtu, queue_depth);
@@ -209,13 +207,13 @@ srcnic_status_t LoopbackFabric::create(uint32_t mtu, uint32_t queue_depth,
     }
     if (raw == nullptr || raw->ports_ == nullptr) {
         delete raw;
-        link_log_error("loopback fabric: out of memory");
+        SRCNIC_LOG_ERROR("loopback fabric: out of memory");
         return SRCNIC_ERR_NO_MEMORY;
     }
     try {
         *fabric_p = std::shared_ptr<LoopbackFabric>(raw);
     } catch (const std::bad_alloc &) {
-        link_log_error("loopback fabric: out of memory");
+        SRCNIC_LOG_ERROR("loopback fabric: out of memory");
         return SRCNIC_ERR_NO_MEMORY;
     }
     return SRCNIC_OK;
@@ -239,12 +237,12 @@ srcnic_status_t LoopbackFabric::open_link(std::unique_ptr<Link> *link_p)
 srcnic_status_t LoopbackFabric::open_link(uint16_t port, std::unique_ptr<Link> *link_p)
 {
     if (link_p == nullptr) {
-        link_log_error("loopback fabric: no output pointer");
+        SRCNIC_LOG_ERROR("loopback fabric: no output pointer");
         return SRCNIC_ERR_INVALID_PARAM;
     }
     std::unique_ptr<LoopbackLink> link(new (std::nothrow) LoopbackLink(shared_from_this()));
     if (link == nullptr) {
-        link_log_error("loopback fabric: out of memory for a link");
+        SRCNIC_LOG_ERROR("loopback fabric: out of memory for a link");
         return SRCNIC_ERR_NO_MEMORY;
     }
     const srcnic_status_t status = link->init();
@@ -261,11 +259,11 @@ srcnic_status_t LoopbackFabric::open_link(uint16_t port, std::unique_ptr<Link> *
             next_port_ = next_port_ + 1 == kPortCount ? 1 : next_port_ + 1;
         }
         if (port == 0) {
-            link_log_error("loopback fabric: all %u ports are in use", kPortCount - 1);
+            SRCNIC_LOG_ERROR("loopback fabric: all %u ports are in use", kPortCount - 1);
             return SRCNIC_ERR_NO_RESOURCE;
         }
     } else if (ports_[port] != nullptr) {
-        link_log_error("loopback fabric: port %u is in use", static_cast<unsigned>(port));
+        SRCNIC_LOG_ERROR("loopback fabric: port %u is in use", static_cast<unsigned>(port));
         return SRCNIC_ERR_ALREADY_EXISTS;
     }
     ports_[port] = link.get();
@@ -317,12 +315,11 @@ uint32_t LoopbackFabric::deliver(LoopbackLink *from, const TxDatagram *dgrams, u
         }
         if (!valid || len > mtu_) {
             ++stats.tx_errors;
-            if (from->tx_log_.allow()) {
-                link_log_error("loopback link %s: dropping an invalid datagram to %s (%u iov "
-                               "entries, %zu bytes, mtu %u)",
-                               from->local_addr_.to_string().c_str(),
-                               dgram.dst.to_string().c_str(), dgram.iovcnt, len, mtu_);
-            }
+            SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                                   "loopback link %s: dropping an invalid datagram to %s (%u iov "
+                                   "entries, %zu bytes, mtu %u)",
+                                   from->local_addr_.to_string().c_str(),
+                                   dgram.dst.to_string().c_str(), dgram.iovcnt, len, mtu_);
             continue;
         }
 
@@ -334,11 +331,10 @@ uint32_t LoopbackFabric::deliver(LoopbackLink *from, const TxDatagram *dgrams, u
         if (dst == nullptr) {
             ++stats.tx_errors;
             dropped_unknown_dst_.fetch_add(1, std::memory_order_relaxed);
-            if (from->tx_log_.allow()) {
-                link_log_error("loopback link %s: dropping a datagram to unknown address %s",
-                               from->local_addr_.to_string().c_str(),
-                               dgram.dst.to_string().c_str());
-            }
+            SRCNIC_LOG_RATELIMITED(LogLevel::kDebug,
+                                   "loopback link %s: dropping a datagram to unknown address %s",
+                                   from->local_addr_.to_string().c_str(),
+                                   dgram.dst.to_string().c_str());
             continue;
         }
 

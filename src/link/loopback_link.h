@@ -36,7 +36,6 @@
 #define SRCNIC_LINK_LOOPBACK_LINK_H
 
 #include "link/link.h"
-#include "link/link_log.h"
 
 #include <atomic>
 #include <cstdint>

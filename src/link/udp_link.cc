@@ -1,6 +1,8 @@
 // The UDP backend: socket setup (bind, buffers, MTU) and batched send and receive.
 #include "link/udp_link.h"
 
+#include "core/log.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -20,6 +22,22 @@
 namespace srcnic {
 
 namespace {
+
+// The level of a failed send or receive: an error that ICMP reported for a peer that is gone
+// or out of reach is part of a peer's failure, which the Nic detects and reports to its
+// consumer (debug); any other hard error is unexpected (warn).
+LogLevel link_error_level(int err)
+{
+    switch (err) {
+    case ECONNREFUSED:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case EHOSTDOWN:
+        return LogLevel::kDebug;
+    default:
+        return LogLevel::kWarn;
+    }
+}
 
 // Control buffer per received datagram: room for one UDP_GRO message, bytes.
 constexpr size_t kRxControlSize = CMSG_SPACE(sizeof(int));
@@ -96,33 +114,33 @@ srcnic_status_t status_from_errno(int err)
 srcnic_status_t UdpLink::open(const UdpLinkConfig &cfg, std::unique_ptr<Link> *link_p)
 {
     if (link_p == nullptr) {
-        link_log_error("udp link: no output pointer");
+        SRCNIC_LOG_ERROR("udp link: no output pointer");
         return SRCNIC_ERR_INVALID_PARAM;
     }
     if (cfg.bind_addr.family != AF_INET && cfg.bind_addr.family != AF_INET6) {
-        link_log_error("udp link: bind address %s is neither IPv4 nor IPv6",
-                       cfg.bind_addr.to_string().c_str());
+        SRCNIC_LOG_ERROR("udp link: bind address %s is neither IPv4 nor IPv6",
+                         cfg.bind_addr.to_string().c_str());
         return SRCNIC_ERR_INVALID_PARAM;
     }
     if (cfg.batch_size == 0 || cfg.batch_size > kUdpMaxBatchSize) {
-        link_log_error("udp link: batch size %u is outside 1..%u", cfg.batch_size,
-                       kUdpMaxBatchSize);
+        SRCNIC_LOG_ERROR("udp link: batch size %u is outside 1..%u", cfg.batch_size,
+                         kUdpMaxBatchSize);
         return SRCNIC_ERR_INVALID_PARAM;
     }
     if (cfg.peer_sockets > kUdpMaxPeerSockets) {
-        link_log_error("udp link: %u peer sockets is more than the limit of %u", cfg.peer_sockets,
-                       kUdpMaxPeerSockets);
+        SRCNIC_LOG_ERROR("udp link: %u peer sockets is more than the limit of %u", cfg.peer_sockets,
+                         kUdpMaxPeerSockets);
         return SRCNIC_ERR_INVALID_PARAM;
     }
     if (cfg.sock_buf_size > static_cast<uint32_t>(INT_MAX)) {
-        link_log_error("udp link: socket buffer size %u is larger than %d", cfg.sock_buf_size,
-                       INT_MAX);
+        SRCNIC_LOG_ERROR("udp link: socket buffer size %u is larger than %d", cfg.sock_buf_size,
+                         INT_MAX);
         return SRCNIC_ERR_INVALID_PARAM;
     }
 
     std::unique_ptr<UdpLink> link(new (std::nothrow) UdpLink());
     if (link == nullptr) {
-        link_log_error("udp link: out of memory");
+        SRCNIC_LOG_ERROR("udp link: out of memory");
         return SRCNIC_ERR_NO_MEMORY;
     }
     const srcnic_status_t status = link->init(cfg);
@@ -159,10 +177,9 @@ void UdpLink::rx_notify(bool on)
         ev.events = EPOLLIN;
         // Adding a socket that holds datagrams makes the set readable at once. A failure
         // (out of memory) leaves a waiter to the Nic's timers: logged, not fatal.
-        if (::epoll_ctl(epoll_fd_, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, sock.fd, &ev) != 0 &&
-            rx_log_.allow()) {
-            link_log_error("udp link %s: epoll_ctl(%s) failed: %m",
-                           local_addr_.to_string().c_str(), on ? "ADD" : "DEL");
+        if (::epoll_ctl(epoll_fd_, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, sock.fd, &ev) != 0) {
+            SRCNIC_LOG_RATELIMITED(LogLevel::kError, "udp link %s: epoll_ctl(%s) failed: %m",
+                                   local_addr_.to_string().c_str(), on ? "ADD" : "DEL");
         }
     }
 }
@@ -192,8 +209,8 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     fd_ = ::socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd_ < 0) {
         const int err = errno;
-        link_log_error("udp link: socket(%s) for %s failed: %m", family_name(family_),
-                       bind_text.c_str());
+        SRCNIC_LOG_ERROR("udp link: socket(%s) for %s failed: %m", family_name(family_),
+                         bind_text.c_str());
         return status_from_errno(err);
     }
 
@@ -201,19 +218,19 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     sock_buf_size_ = cfg.sock_buf_size;
     // The offloads are not chosen yet (gso_, gro_ false): IPv6-only and the buffers.
     if (const char *failed = set_options(fd_)) {
-        link_log_error("udp link: %s for %s failed: %m", failed, bind_text.c_str());
+        SRCNIC_LOG_ERROR("udp link: %s for %s failed: %m", failed, bind_text.c_str());
         return SRCNIC_ERR_IO_ERROR;
     }
     int value = 0;
     socklen_t value_len = sizeof(value);
     if (::getsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &value, &value_len) != 0) {
-        link_log_error("udp link: getsockopt(SO_SNDBUF) failed: %m");
+        SRCNIC_LOG_ERROR("udp link: getsockopt(SO_SNDBUF) failed: %m");
         return SRCNIC_ERR_IO_ERROR;
     }
     sndbuf_ = static_cast<uint32_t>(value);
     value_len = sizeof(value);
     if (::getsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &value, &value_len) != 0) {
-        link_log_error("udp link: getsockopt(SO_RCVBUF) failed: %m");
+        SRCNIC_LOG_ERROR("udp link: getsockopt(SO_RCVBUF) failed: %m");
         return SRCNIC_ERR_IO_ERROR;
     }
     rcvbuf_ = static_cast<uint32_t>(value);
@@ -225,14 +242,14 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
         const char *why = err == EADDRINUSE      ? " (address already in use)"
                           : err == EADDRNOTAVAIL ? " (address is not local)"
                                                  : "";
-        link_log_error("udp link: bind(%s) failed%s: %m", bind_text.c_str(), why);
+        SRCNIC_LOG_ERROR("udp link: bind(%s) failed%s: %m", bind_text.c_str(), why);
         return status_from_errno(err);
     }
 
     SockAddr local;
     socklen_t local_len = sizeof(local);
     if (::getsockname(fd_, &local.sa, &local_len) != 0) {
-        link_log_error("udp link: getsockname after binding %s failed: %m", bind_text.c_str());
+        SRCNIC_LOG_ERROR("udp link: getsockname after binding %s failed: %m", bind_text.c_str());
         return SRCNIC_ERR_IO_ERROR;
     }
     local_addr_ = cfg.bind_addr;
@@ -247,12 +264,12 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     socks_[0].fd = fd_;
     tx_copy_.reset(new (std::nothrow) uint8_t[kUdpCopySendMax]);
     if (tx_copy_ == nullptr) {
-        link_log_error("udp link: out of memory");
+        SRCNIC_LOG_ERROR("udp link: out of memory");
         return SRCNIC_ERR_NO_MEMORY;
     }
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     if (epoll_fd_ < 0) {
-        link_log_error("udp link: epoll for %s failed: %m", local_addr_.to_string().c_str());
+        SRCNIC_LOG_ERROR("udp link: epoll for %s failed: %m", local_addr_.to_string().c_str());
         return SRCNIC_ERR_IO_ERROR;
     }
     if (cfg.peer_sockets != 0) {
@@ -261,8 +278,8 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
         if (::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == 0) {
             peer_sockets_max_ = cfg.peer_sockets;
         } else {
-            link_log_error("udp link: setsockopt(SO_REUSEPORT) for %s failed, no peer sockets: %m",
-                           local_addr_.to_string().c_str());
+            SRCNIC_LOG_WARN("udp link: setsockopt(SO_REUSEPORT) for %s failed, no peer sockets: %m",
+                            local_addr_.to_string().c_str());
         }
     }
 
@@ -278,7 +295,7 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     if (tx_msgs_ == nullptr || tx_names_ == nullptr || tx_groups_ == nullptr ||
         tx_iov_ == nullptr || tx_control_ == nullptr || rx_msgs_ == nullptr ||
         rx_names_ == nullptr || rx_iov_ == nullptr || rx_control_ == nullptr) {
-        link_log_error("udp link: out of memory for a batch of %u datagrams", batch_size_);
+        SRCNIC_LOG_ERROR("udp link: out of memory for a batch of %u datagrams", batch_size_);
         return SRCNIC_ERR_NO_MEMORY;
     }
     std::memset(tx_msgs_.get(), 0, sizeof(struct mmsghdr) * batch_size_);
@@ -361,7 +378,7 @@ srcnic_status_t UdpLink::set_buffers(int fd, uint32_t size) const
             continue;
         }
         if (::setsockopt(fd, SOL_SOCKET, opt.plain, &value, sizeof(value)) != 0) {
-            link_log_error("udp link: setsockopt(%s, %u) failed: %m", opt.name, size);
+            SRCNIC_LOG_ERROR("udp link: setsockopt(%s, %u) failed: %m", opt.name, size);
             return SRCNIC_ERR_IO_ERROR;
         }
     }
@@ -375,7 +392,7 @@ srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
 
     struct ifaddrs *ifas = nullptr;
     if (::getifaddrs(&ifas) != 0) {
-        link_log_error("udp link: getifaddrs failed: %m");
+        SRCNIC_LOG_ERROR("udp link: getifaddrs failed: %m");
         return SRCNIC_ERR_IO_ERROR;
     }
     auto if_mtu = [this](const char *name, uint32_t *mtu_p) {
@@ -383,7 +400,7 @@ srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
         std::memset(&ifr, 0, sizeof(ifr));
         std::strncpy(ifr.ifr_name, name, IFNAMSIZ - 1);
         if (::ioctl(fd_, SIOCGIFMTU, &ifr) != 0 || ifr.ifr_mtu <= 0) {
-            link_log_error("udp link: cannot read the MTU of interface %s: %m", name);
+            SRCNIC_LOG_ERROR("udp link: cannot read the MTU of interface %s: %m", name);
             return false;
         }
         *mtu_p = static_cast<uint32_t>(ifr.ifr_mtu);
@@ -419,8 +436,8 @@ srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
         uint32_t ifmtu = 0;
         ok = if_mtu(holder->ifa_name, &ifmtu);
         if (ok && ifmtu <= headers) {
-            link_log_error("udp link: interface %s has an MTU of %u bytes, too small for UDP",
-                           holder->ifa_name, ifmtu);
+            SRCNIC_LOG_ERROR("udp link: interface %s has an MTU of %u bytes, too small for UDP",
+                             holder->ifa_name, ifmtu);
             ok = false;
         }
         if (ok && ifmtu - headers < limit) {
@@ -469,8 +486,8 @@ srcnic_status_t UdpLink::choose_mtu(uint32_t configured)
         return SRCNIC_OK;
     }
     if (configured > limit) {
-        link_log_error("udp link: mtu %u is too large for %s: at most %u (%s)", configured,
-                       local_addr_.to_string().c_str(), limit, limit_reason.c_str());
+        SRCNIC_LOG_ERROR("udp link: mtu %u is too large for %s: at most %u (%s)", configured,
+                         local_addr_.to_string().c_str(), limit, limit_reason.c_str());
         return SRCNIC_ERR_INVALID_PARAM;
     }
     mtu_ = configured;
@@ -550,9 +567,9 @@ uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
     }
     if (step != nullptr) {
         // Not an error for the traffic: the destination stays on the bound socket.
-        link_log_error("udp link %s: no peer socket for %s (%s failed: %m); it stays on the "
-                       "bound socket", local_addr_.to_string().c_str(), dst.to_string().c_str(),
-                       step);
+        SRCNIC_LOG_WARN("udp link %s: no peer socket for %s (%s failed: %m); it stays on the "
+                        "bound socket", local_addr_.to_string().c_str(), dst.to_string().c_str(),
+                        step);
         if (fd >= 0) {
             ::close(fd);
         }
@@ -696,10 +713,10 @@ uint32_t UdpLink::send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regr
         if (group.count > 1 && (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT ||
                                 errno == EOPNOTSUPP || errno == EMSGSIZE)) {
             // The kernel refuses the offload on this route: send one by one from here on.
-            link_log_error("udp link %s: segmentation offload refused (%m) for %u datagrams of "
-                           "%u bytes to %s; sending datagrams one by one",
-                           local_addr_.to_string().c_str(), group.count, group.seg,
-                           dgrams[group.first].dst.to_string().c_str());
+            SRCNIC_LOG_WARN("udp link %s: segmentation offload refused (%m) for %u datagrams of "
+                            "%u bytes to %s; sending datagrams one by one",
+                            local_addr_.to_string().c_str(), group.count, group.seg,
+                            dgrams[group.first].dst.to_string().c_str());
             gso_ = false;
             *regroup = true;
             break;
@@ -707,11 +724,10 @@ uint32_t UdpLink::send_batch(const TxDatagram *dgrams, uint32_t msgs, bool *regr
         // A hard error on message `done`: drop its datagrams like a loss and go on.
         stats_.tx_errors += group.count;
         datagrams += group.count;
-        if (tx_log_.allow()) {
-            link_log_error("udp link %s: sending to %s failed, %u datagram(s) dropped: %m",
-                           local_addr_.to_string().c_str(),
-                           dgrams[group.first].dst.to_string().c_str(), group.count);
-        }
+        SRCNIC_LOG_RATELIMITED(link_error_level(errno),
+                               "udp link %s: sending to %s failed, %u datagram(s) dropped: %m",
+                               local_addr_.to_string().c_str(),
+                               dgrams[group.first].dst.to_string().c_str(), group.count);
         ++done;
     }
     return datagrams;
@@ -743,10 +759,9 @@ uint32_t UdpLink::tx_failed(const TxDatagram &dgram)
     }
     // A hard error: the datagram is dropped like a loss, as in send_batch.
     ++stats_.tx_errors;
-    if (tx_log_.allow()) {
-        link_log_error("udp link %s: sending to %s failed, 1 datagram(s) dropped: %m",
-                       local_addr_.to_string().c_str(), dgram.dst.to_string().c_str());
-    }
+    SRCNIC_LOG_RATELIMITED(link_error_level(errno),
+                           "udp link %s: sending to %s failed, 1 datagram(s) dropped: %m",
+                           local_addr_.to_string().c_str(), dgram.dst.to_string().c_str());
     return 1;
 }
 
@@ -778,13 +793,12 @@ uint32_t UdpLink::tx_burst_rest(const TxDatagram *dgrams, uint32_t n)
         }
         if (m == 0) {
             ++stats_.tx_errors;
-            if (tx_log_.allow()) {
-                link_log_error("udp link %s: dropping an invalid datagram to %s: %s (%u iov "
-                               "entries, mtu %u)", local_addr_.to_string().c_str(),
-                               dgrams[done].dst.to_string().c_str(),
-                               tx_invalid_reason(dgrams[done], nullptr), dgrams[done].iovcnt,
-                               mtu_);
-            }
+            SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                                   "udp link %s: dropping an invalid datagram to %s: %s (%u iov "
+                                   "entries, mtu %u)", local_addr_.to_string().c_str(),
+                                   dgrams[done].dst.to_string().c_str(),
+                                   tx_invalid_reason(dgrams[done], nullptr), dgrams[done].iovcnt,
+                                   mtu_);
             ++done;
             continue;
         }
@@ -851,9 +865,8 @@ int UdpLink::receive_error()
     // A pending socket error (e.g. ECONNREFUSED from ICMP) is reported once and cleared by
     // this call; the datagrams behind it are still queued.
     ++stats_.rx_errors;
-    if (rx_log_.allow()) {
-        link_log_error("udp link %s: receive failed: %m", local_addr_.to_string().c_str());
-    }
+    SRCNIC_LOG_RATELIMITED(link_error_level(errno),
+                           "udp link %s: receive failed: %m", local_addr_.to_string().c_str());
     return -1;
 }
 
@@ -893,10 +906,9 @@ uint32_t UdpLink::rx_oversize(Sock &sock, const RxDatagram &slot, ssize_t len)
 {
     note_received(sock, 1, 1);
     ++stats_.rx_oversize;
-    if (rx_log_.allow()) {
-        link_log_error("udp link %s: dropping a %zd-byte datagram: longer than the receive slot "
-                       "(%u bytes)", local_addr_.to_string().c_str(), len, slot.capacity);
-    }
+    SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                           "udp link %s: dropping a %zd-byte datagram: longer than the receive "
+                           "slot (%u bytes)", local_addr_.to_string().c_str(), len, slot.capacity);
     return 0;
 }
 
@@ -991,11 +1003,10 @@ __attribute__((always_inline)) inline uint32_t UdpLink::rx_from(uint32_t index, 
             const RxDatagram &slot = slots[filled + i];
             if (msg.msg_len > slot.capacity || (msg.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
                 ++stats_.rx_oversize;
-                if (rx_log_.allow()) {
-                    link_log_error("udp link %s: dropping a %u-byte datagram: longer than the "
-                                   "receive slot (%u bytes)", local_addr_.to_string().c_str(),
-                                   msg.msg_len, slot.capacity);
-                }
+                SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                                       "udp link %s: dropping a %u-byte datagram: longer than the "
+                                       "receive slot (%u bytes)", local_addr_.to_string().c_str(),
+                                       msg.msg_len, slot.capacity);
                 continue;
             }
             RxDatagram &out = slots[filled + kept];
@@ -1027,11 +1038,10 @@ uint32_t UdpLink::gro_drain(RxDatagram *slots, uint32_t n)
         RxDatagram &slot = slots[filled];
         if (len > slot.capacity) {
             ++stats_.rx_oversize;
-            if (rx_log_.allow()) {
-                link_log_error("udp link %s: dropping a %u-byte datagram: longer than the "
-                               "receive slot (%u bytes)", local_addr_.to_string().c_str(),
-                               len, slot.capacity);
-            }
+            SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                                   "udp link %s: dropping a %u-byte datagram: longer than the "
+                                   "receive slot (%u bytes)", local_addr_.to_string().c_str(),
+                                   len, slot.capacity);
         } else {
             const uint8_t *at = &gro_mem_[st.buf * kUdpGroBufferSize + st.off];
             if (slot.borrow) {

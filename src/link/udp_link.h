@@ -49,8 +49,10 @@
 // and the datagrams are sent one by one. A datagram that is invalid (longer than
 // mtu(), more than kLinkMaxIov entries, wrong family) or fails with a hard error (any errno
 // but EAGAIN/EWOULDBLOCK/EINTR, e.g. EMSGSIZE, ENOBUFS, ENETUNREACH, or ECONNREFUSED from an
-// earlier ICMP error) is counted in tx_errors, logged (rate-limited) and counts as accepted:
-// the reliability layer recovers it like a loss. EAGAIN/EWOULDBLOCK/EINTR ends the burst and
+// earlier ICMP error) is counted in tx_errors, logged (rate-limited; at debug level for the
+// ICMP errors of a peer that is gone or out of reach, which are part of a peer's failure that
+// the Nic reports to its consumer, at warn otherwise) and counts as accepted: the reliability
+// layer recovers it like a loss. Receive errors are counted in rx_errors and logged alike. EAGAIN/EWOULDBLOCK/EINTR ends the burst and
 // tx_burst returns the number accepted before it. Note that on Linux a UDP send over loopback
 // never blocks: a peer that does not read makes the kernel drop datagrams at the receiver
 // (visible there as rx_dropped), not block the sender.
@@ -121,7 +123,6 @@
 #define SRCNIC_LINK_UDP_LINK_H
 
 #include "link/link.h"
-#include "link/link_log.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -558,8 +559,6 @@ private:
     std::unique_ptr<struct iovec[]> rx_iov_;     // one iovec per receive header (caller slot)
     std::unique_ptr<uint8_t[]> rx_control_;      // control buffer per receive header, for
                                                  // the UDP_GRO message
-    LinkLogLimit tx_log_;          // rate limit for send-path messages
-    LinkLogLimit rx_log_;          // rate limit for receive-path messages
 };
 
 } // namespace srcnic

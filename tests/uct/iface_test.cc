@@ -277,8 +277,8 @@ TEST_F(UctSrcShortTimeout, ep_create__to_absent_peer_fails_only_when_used)
 {
     uct_ep_h ep = create_ep_to_closed_iface(&a_);
     ASSERT_NE(nullptr, ep) << "creating an ep must not contact the peer";
-    // The engine warns, in UCX's log, that the connection failed.
-    LogCapture::ExpectErrors expect;
+    // The failure goes to the error handler, not to UCX's log as a warning (the fixture fails
+    // on one, as UCX's own UCT tests do): no ExpectErrors here.
     progress_for(1.5);
     EXPECT_EQ(0u, a_.num_errors()) << "an unused ep to an absent peer must not fail";
 
@@ -289,7 +289,6 @@ TEST_F(UctSrcShortTimeout, ep_create__to_absent_peer_fails_only_when_used)
         << "no error reported for a send to an absent peer";
     const double elapsed = now_sec() - start;
     EXPECT_LT(elapsed, 5.0) << "PEER_TIMEOUT is 1 s";
-    EXPECT_LE(1u, expect.count()) << "the engine's warning did not reach UCX's log";
     {
         std::lock_guard<std::mutex> guard(a_.errors_lock);
         ASSERT_EQ(1u, a_.errors.size());
@@ -322,12 +321,11 @@ TEST_F(UctSrcShortTimeout, ep_check__absent_peer_reported)
 {
     uct_ep_h ep = create_ep_to_closed_iface(&a_);
     ASSERT_NE(nullptr, ep);
-    // The engine warns, in UCX's log, that the connection failed.
-    LogCapture::ExpectErrors expect;
+    // The failure goes to the error handler, not to UCX's log as a warning (the fixture fails
+    // on one, as UCX's own UCT tests do): no ExpectErrors here.
     ASSERT_EQ(UCS_OK, uct_ep_check(ep, 0, nullptr));
     ASSERT_TRUE(wait_for([&] { return a_.num_errors() > 0; }, 15.0))
         << "ep_check did not detect the absent peer";
-    EXPECT_LE(1u, expect.count()) << "the engine's warning did not reach UCX's log";
     std::lock_guard<std::mutex> guard(a_.errors_lock);
     EXPECT_EQ(ep, a_.errors[0].ep);
     a_.errors.clear();

@@ -395,14 +395,13 @@ TEST_F(UctSrcPeerProcess, peer_killed__outstanding_fail_and_error_reported_in_bo
         ASSERT_EQ(0, c.fired) << "completed although the child is stopped";
     }
 
-    // The engine warns, in UCX's log, that the connection failed.
-    LogCapture::ExpectErrors expect;
+    // The failure goes to the error handler, not to UCX's log as a warning (the fixture fails
+    // on one, as UCX's own UCT tests do): no ExpectErrors here.
     ASSERT_NO_FATAL_FAILURE(kill_child());
     double elapsed;
     const ucs_status_t status = wait_error(ep, &elapsed);
     EXPECT_TRUE(is_peer_failure(status)) << ucs_status_string(status);
     EXPECT_LT(elapsed, 6.0) << "UCX_SRC_PEER_TIMEOUT is 1 s";
-    EXPECT_LE(1u, expect.count()) << "the engine's warning did not reach UCX's log";
 
     ASSERT_TRUE(wait_for([&] {
         for (const Completion &c : comps) {
@@ -432,8 +431,8 @@ TEST_F(UctSrcPeerProcess, peer_killed__ep_check_detects_idle_peer)
     extra_eps_.push_back(ep);
     ASSERT_NO_FATAL_FAILURE(exercise_child(ep));
     ASSERT_NO_FATAL_FAILURE(flush_ep(ep));
-    // The engine warns, in UCX's log, that the connection failed.
-    LogCapture::ExpectErrors expect;
+    // The failure goes to the error handler, not to UCX's log as a warning (the fixture fails
+    // on one, as UCX's own UCT tests do): no ExpectErrors here.
     ASSERT_NO_FATAL_FAILURE(kill_child());
     // Nothing is outstanding: only a probe can find out.
     progress_for(1.5, &a_);
@@ -443,7 +442,6 @@ TEST_F(UctSrcPeerProcess, peer_killed__ep_check_detects_idle_peer)
     const ucs_status_t status = wait_error(ep, &elapsed);
     EXPECT_TRUE(is_peer_failure(status)) << ucs_status_string(status);
     EXPECT_LT(elapsed, 6.0);
-    EXPECT_LE(1u, expect.count()) << "the engine's warning did not reach UCX's log";
     discard_failed_ep(ep);
     release_rkey();
 }
