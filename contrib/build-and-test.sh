@@ -33,6 +33,24 @@ tally() {
     done
 }
 
+# note_failures DIR: what failed in the test logs under DIR, briefly (gtest's failure messages and
+# the names of the failed cases, or the end of a failed script's log). CI shows the end of the
+# output; this goes last so that the cause is in it.
+failures=""
+note_failures() {
+    local trs log
+    for trs in $(find "$1" -name '*.trs' 2>/dev/null); do
+        grep -q '^:test-result: \(FAIL\|ERROR\|XPASS\)' "$trs" || continue
+        log=${trs%.trs}.log
+        failures+="--- $log"$'\n'
+        if grep -q '^\[==========\]' "$log"; then
+            failures+=$(grep -A6 -E ': Failure$|^\[  FAILED  \] [^0-9]' "$log" | head -n 60)$'\n'
+        else
+            failures+=$(tail -n 20 "$log")$'\n'
+        fi
+    done
+}
+
 status=0
 for flavour in release sanitize; do
     dir="$build_root/$flavour"
@@ -51,6 +69,7 @@ for flavour in release sanitize; do
         status=1
         [ -f "$dir/tests/test-suite.log" ] && cat "$dir/tests/test-suite.log"
         tail -n 30 "$dir/check.log"
+        note_failures "$dir/tests"
     fi
     tally "$dir"
 done
@@ -62,6 +81,12 @@ if make -C "$build_root/release" -j"$jobs" distcheck >"$build_root/release/distc
 else
     failed=$((failed + 1)); status=1
     tail -n 60 "$build_root/release/distcheck.log"
+    note_failures "$(echo "$build_root"/release/srcucx-*/)"
+fi
+
+if [ -n "$failures" ]; then
+    echo "=== what failed"
+    printf '%s' "$failures"
 fi
 
 echo "tests: $passed passed, $failed failed"

@@ -121,8 +121,7 @@ protected:
 TEST_F(UctSrcFastAsync, async_progress__runs_only_while_the_user_does_not_progress)
 {
     const unsigned long idle_start = uct_src_test_async_runs(b_.iface);
-    // Nobody progresses (a's progress would hold the async context both sides share, and the
-    // timer skips a tick it finds taken): b's timer runs its engine.
+    // b's user does not progress: b's timer runs its engine.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const unsigned long idle = uct_src_test_async_runs(b_.iface) - idle_start;
     const unsigned long busy_start = uct_src_test_async_runs(b_.iface);

@@ -172,7 +172,6 @@ ucs_status_t UctSrc::record_error(void *arg, uct_ep_h ep, ucs_status_t status)
 void UctSrc::SetUp()
 {
     LogCapture::install();
-    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async_));
 
     uct_component_h *components;
     unsigned num_components;
@@ -215,7 +214,8 @@ void UctSrc::SetUp()
 void UctSrc::open_side(Side *side, uct_md_h md, const std::vector<ConfigKv> &config)
 {
     side->md = md;
-    ASSERT_EQ(UCS_OK, uct_worker_create(async_, UCS_THREAD_MODE_SINGLE, &side->worker));
+    ASSERT_EQ(UCS_OK, ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &side->async));
+    ASSERT_EQ(UCS_OK, uct_worker_create(side->async, UCS_THREAD_MODE_SINGLE, &side->worker));
 
     uct_iface_config_t *iface_config;
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, kTlName, nullptr, nullptr, &iface_config));
@@ -305,6 +305,10 @@ void UctSrc::close_side(Side *side)
         uct_worker_destroy(side->worker);
         side->worker = nullptr;
     }
+    if (side->async != nullptr) {
+        ucs_async_context_destroy(side->async);
+        side->async = nullptr;
+    }
 }
 
 void UctSrc::quiesce_ep(uct_ep_h ep)
@@ -349,9 +353,6 @@ void UctSrc::TearDown()
         if (md != nullptr) {
             uct_md_close(md);
         }
-    }
-    if (async_ != nullptr) {
-        ucs_async_context_destroy(async_);
     }
     for (Side *side : {&a_, &b_}) {
         for (const EpError &e : side->errors) {

@@ -84,10 +84,15 @@ struct EpError {
     ucs_status_t status;
 };
 
-// One interface with its worker and addresses.
+// One interface with its worker and addresses. Each side has its own async context, as two
+// processes (or two UCP workers) do: a test that spins on one side's progress holds that
+// side's async lock, and must not starve the other side's background progress (UCX's async
+// thread skips a tick whose context it finds taken, and only UCP's worker progress runs the
+// ticks it missed).
 struct Side {
     const char *name = "";
     uct_md_h md = nullptr;
+    ucs_async_context_t *async = nullptr;
     uct_worker_h worker = nullptr;
     uct_iface_h iface = nullptr;
     uct_iface_attr_t attr{};
@@ -164,7 +169,6 @@ protected:
     static ucs_status_t record_am(void *arg, void *data, size_t length, unsigned flags);
     static ucs_status_t record_error(void *arg, uct_ep_h ep, ucs_status_t status);
 
-    ucs_async_context_t *async_ = nullptr;
     uct_component_h component_ = nullptr;
     uct_md_h md_a_ = nullptr;
     uct_md_h md_b_ = nullptr;
