@@ -44,9 +44,10 @@ note_failures() {
         log=${trs%.trs}.log
         failures+="--- $log"$'\n'
         if grep -q '^\[==========\]' "$log"; then
-            failures+=$(grep -A6 -E ': Failure$|^\[  FAILED  \] [^0-9]' "$log" | head -n 60)$'\n'
+            # (no match, as when a case crashed, or head closing the pipe is no error here)
+            failures+=$(grep -A6 -E ': Failure$|^\[  FAILED  \] [^0-9]' "$log" | head -n 60 || true)$'\n'
         else
-            failures+=$(tail -n 20 "$log")$'\n'
+            failures+=$(tail -n 20 "$log" || true)$'\n'
         fi
     done
 }
