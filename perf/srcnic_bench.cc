@@ -12,7 +12,10 @@
 //              completions); floor: each message cut into datagrams of the engine's datagram
 //              size, sendmmsg/recvmmsg and a credit window (counted at the receiver). Both
 //              sides move messages between as many N-byte buffers as the engine keeps
-//              outstanding (bw_depth), so both touch the same memory.
+//              outstanding (bw_depth), so both touch the same memory. A second floor, the
+//              CRC floor, adds a CRC-32C trailer to every datagram, computed by the sender
+//              and checked by the receiver as the engine checks every packet (rows "/crc",
+//              informative: what the engine costs beyond its integrity check).
 //
 // Flow control of the floor. The receiver returns its cumulative datagram count every window/4
 // datagrams and the sender keeps at most `window` datagrams unacknowledged: the window and
@@ -58,6 +61,8 @@
 #include <thread>
 #include <vector>
 
+#include "wire/crc32c.h"
+
 namespace {
 
 constexpr uint64_t kNsPerSec = 1000000000ull;
@@ -92,6 +97,8 @@ constexpr uint64_t kQuietNs = 200 * 1000 * 1000;
 constexpr uint32_t kFloorDatagram = 65000;
 // Largest UDP payload over IPv4, bytes.
 constexpr uint32_t kMaxDatagram = 65507;
+// The CRC floor's trailer: CRC-32C of the datagram's payload.
+constexpr uint32_t kCrcBytes = 4;
 // An endpoint thread that got less of a CPU than this was preempted by other load.
 constexpr double kFairCpuShare = 0.9;
 // Extra time a throughput test may take beyond warm-up + measurement before the watchdog fires.
@@ -158,6 +165,7 @@ struct Options {
     uint32_t retries = 2;              // extra runs of a test whose kept figure was preempted
     double loss = 0;                   // engine only: fraction of received datagrams dropped
     bool pin = true;                   // pin the two threads to CPUs 0 and 1
+    bool crc_floor = true;             // bandwidth: also run the floor that computes CRC-32C
     bool run_lat = true, run_rate = true, run_bw = true;
     bool run_engine = true, run_udp = true;
     std::string csv_path, json_path;
@@ -197,6 +205,8 @@ void usage(FILE *out)
                  "                     latency tests add a mean row\n"
                  "  --timeout S        watchdog of one ping-pong test (default 30)\n"
                  "  --no-pin           do not pin the two threads to CPUs 0 and 1\n"
+                 "  --no-crc-floor     bandwidth: leave out the second floor, whose datagrams\n"
+                 "                     carry a CRC-32C the receiver checks (informative rows)\n"
                  "  --csv FILE         also write the results as CSV\n"
                  "  --json FILE        also write the results and the setup as JSON\n");
 }
@@ -293,6 +303,10 @@ int parse_options(int argc, char **argv, Options *o)
             o->pin = false;
             continue;
         }
+        if (arg == "--no-crc-floor") {
+            o->crc_floor = false;
+            continue;
+        }
         if (i + 1 >= argc) {
             std::fprintf(stderr, "srcnic_bench: %s needs a value (or is unknown)\n", arg.c_str());
             return 2;
@@ -326,7 +340,7 @@ int parse_options(int argc, char **argv, Options *o)
         } else if (arg == "--sock-buf") {
             ok = parse_uint(value, 4096, 1u << 30, &o->sock_buf);
         } else if (arg == "--datagram") {
-            ok = parse_uint(value, kSeqBytes, kMaxDatagram, &o->datagram);
+            ok = parse_uint(value, kSeqBytes + kCrcBytes, kMaxDatagram, &o->datagram);
         } else if (arg == "--window") {
             ok = parse_uint(value, 2, 1024, &o->window);
         } else if (arg == "--tests") {
@@ -604,6 +618,7 @@ struct Row {
     Better better;
     double aim;             // bound on srcnic/udp; NAN = informative only
     Figure engine, udp;
+    const char *floor = "udp";   // which floor `udp` is: "udp", or "udp+crc" (the CRC floor)
 
     double ratio() const
     {
@@ -1521,15 +1536,20 @@ StreamSlot stream_slot(uint64_t d, uint32_t msg_size, uint32_t dgram_size, uint3
 // One block of a one-way stream of datagrams with credit flow control: messages of msg_size
 // bytes, sent from and received into nbufs message buffers in turn (the memory an application's
 // messages would occupy), cut into datagrams of at most dgram_size, window datagrams
-// unacknowledged at most; the receiver counts units (datagrams or bytes).
+// unacknowledged at most; the receiver counts units (datagrams or bytes). With crc, every
+// datagram ends in a kCrcBytes trailer, the CRC-32C of its payload (the engine's function), which
+// the receiver checks, as the engine checks each packet's: the floor then pays the integrity
+// check the engine must make, and the difference left is the engine's own.
 StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_size, uint32_t dgram_size,
-                     uint32_t nbufs, bool count_bytes)
+                     uint32_t nbufs, bool count_bytes, bool crc = false)
 {
     TestCtx ctx(name, block_timeout(o));
     const uint32_t window = engine_window(o);
     StreamRun res;
     res.setup = (count_bytes ? format("datagram=%u ", dgram_size) : std::string()) +
-                format("window=%u", window);
+                format("window=%u", window) + (crc ? " crc32c" : "");
+    const uint32_t trailer = crc ? kCrcBytes : 0;
+    const uint32_t chunk = dgram_size - trailer;   // payload bytes of a datagram, at most
     Fd fa, fb;
     std::string err;
     if (!udp_pair(o, &fa, &fb, &err)) {
@@ -1546,11 +1566,13 @@ StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_siz
             bufs.emplace_back(msg_size, kTagA);
         }
         struct mmsghdr msgs[kUdpBatch];
-        struct iovec iov[kUdpBatch];
+        struct iovec iov[kUdpBatch][2];
+        uint32_t crcs[kUdpBatch];
         std::memset(msgs, 0, sizeof(msgs));
         for (uint32_t i = 0; i < kUdpBatch; ++i) {
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_iov = iov[i];
+            msgs[i].msg_hdr.msg_iovlen = crc ? 2 : 1;
+            iov[i][1] = {&crcs[i], kCrcBytes};
         }
         uint64_t sent = 0, credit = 0, credit_ns = now_ns();
         while (ctx.alive() && !ctx.stop.load(std::memory_order_relaxed)) {
@@ -1577,10 +1599,13 @@ StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_siz
             }
             const uint32_t k = static_cast<uint32_t>(std::min<uint64_t>(room, kUdpBatch));
             for (uint32_t i = 0; i < k; ++i) {
-                const StreamSlot s = stream_slot(sent + i, msg_size, dgram_size, nbufs);
-                iov[i].iov_base = bufs[s.buf].data() + s.off;
-                iov[i].iov_len = s.len;
-                put_seq(bufs[s.buf].data() + s.off, s.len, sent + i);
+                const StreamSlot s = stream_slot(sent + i, msg_size, chunk, nbufs);
+                uint8_t *payload = bufs[s.buf].data() + s.off;
+                iov[i][0] = {payload, s.len};
+                put_seq(payload, s.len, sent + i);
+                if (crc) {
+                    crcs[i] = srcnic::crc32c(0, payload, s.len);
+                }
             }
             const int m = ::sendmmsg(fd, msgs, k, MSG_DONTWAIT);
             if (m < 0 && !would_block(errno)) {
@@ -1600,12 +1625,14 @@ StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_siz
             bufs.emplace_back(msg_size);
         }
         struct mmsghdr msgs[kUdpBatch];
-        struct iovec iov[kUdpBatch];
+        struct iovec iov[kUdpBatch][2];
+        uint32_t crcs[kUdpBatch];
         StreamSlot slot[kUdpBatch];
         std::memset(msgs, 0, sizeof(msgs));
         for (uint32_t i = 0; i < kUdpBatch; ++i) {
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_iov = iov[i];
+            msgs[i].msg_hdr.msg_iovlen = crc ? 2 : 1;
+            iov[i][1] = {&crcs[i], kCrcBytes};
         }
         uint64_t expected = 0, datagrams = 0, bytes = 0, last_credit = 0;
         uint64_t last_arrival = now_ns();
@@ -1613,9 +1640,8 @@ StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_siz
         while (ctx.alive()) {
             // Datagrams are received where the next ones in sequence belong.
             for (uint32_t i = 0; !placed && i < kUdpBatch; ++i) {
-                slot[i] = stream_slot(expected + i, msg_size, dgram_size, nbufs);
-                iov[i].iov_base = bufs[slot[i].buf].data() + slot[i].off;
-                iov[i].iov_len = slot[i].len;
+                slot[i] = stream_slot(expected + i, msg_size, chunk, nbufs);
+                iov[i][0] = {bufs[slot[i].buf].data() + slot[i].off, slot[i].len};
                 msgs[i].msg_hdr.msg_flags = 0;
             }
             placed = true;
@@ -1636,7 +1662,8 @@ StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_siz
             placed = false;
             const uint64_t first = expected;
             for (int i = 0; i < m; ++i) {
-                const uint32_t len = msgs[i].msg_len;
+                // Payload bytes: what arrived less the CRC trailer.
+                const uint32_t len = msgs[i].msg_len - std::min(msgs[i].msg_len, trailer);
                 const uint8_t *buf = bufs[slot[i].buf].data() + slot[i].off;
                 uint64_t seq = 0;
                 std::memcpy(&seq, buf, std::min(len, kSeqBytes));
@@ -1652,6 +1679,10 @@ StreamRun udp_stream(const Options &o, const std::string &name, uint32_t msg_siz
                      !body_matches(buf, len, ref.data() + slot[i].off))) {
                     ctx.fail("datagram %" PRIu64 " arrived wrong (%u bytes, sequence %" PRIu64 ")",
                              expected, len, seq);
+                    return;
+                }
+                if (crc && in_place && srcnic::crc32c(0, buf, len) != crcs[i]) {
+                    ctx.fail("datagram %" PRIu64 ": its CRC-32C does not match its payload", seq);
                     return;
                 }
                 res.lost += seq - expected;
@@ -1683,9 +1714,10 @@ StreamRun udp_rate(const Options &o)
     return udp_stream(o, "udp rate " + size_name(o.rate_size), o.rate_size, o.rate_size, kUdpBatch, false);
 }
 
-StreamRun udp_bandwidth(const Options &o, uint32_t size, uint32_t dgram)
+StreamRun udp_bandwidth(const Options &o, uint32_t size, uint32_t dgram, bool crc)
 {
-    return udp_stream(o, "udp bandwidth " + size_name(size), size, dgram, bw_depth(size), true);
+    return udp_stream(o, std::string(crc ? "udp+crc" : "udp") + " bandwidth " + size_name(size), size,
+                      dgram, bw_depth(size), true, crc);
 }
 
 // --- output ----------------------------------------------------------------------------------
@@ -1745,6 +1777,11 @@ void print_table(FILE *out, const std::vector<Row> &rows)
     }
     std::fprintf(out, "ratio = srcnic / udp floor on every row: latency aims at <= 1.15 (lower is better),\n"
                       "message rate at >= 1.00 and bandwidth at >= 0.90 (higher is better).\n");
+    if (std::any_of(rows.begin(), rows.end(), [](const Row &r) { return r.udp.ran && r.floor != std::string("udp"); })) {
+        std::fprintf(out, "rows ending in /crc: the floor column is the same UDP stream with a CRC-32C of each\n"
+                          "datagram's payload, computed by the sender and checked by the receiver, as the\n"
+                          "engine does for each packet; their ratio is the engine's cost beyond that check.\n");
+    }
 }
 
 std::string csv_field(const std::string &s)
@@ -1928,12 +1965,12 @@ bool preempted(const Figure &f)
 // Prints a finished row as it comes, with its notes, so a long run shows progress.
 void report(const Row &r)
 {
-    for (const auto &side : {std::make_pair("srcnic", &r.engine), std::make_pair("udp", &r.udp)}) {
+    for (const auto &side : {std::make_pair("srcnic", &r.engine), std::make_pair(r.floor, &r.udp)}) {
         const Figure &f = *side.second;
         if (!f.ran) {
             continue;
         }
-        std::fprintf(stderr, "  %-6s %-26s %9s %-6s %s%s\n", side.first, r.test.c_str(),
+        std::fprintf(stderr, "  %-7s %-26s %9s %-6s %s%s\n", side.first, r.test.c_str(),
                      value_text(f).c_str(), r.unit.c_str(), f.note.c_str(),
                      f.error.empty() ? "" : ("  ERROR: " + f.error).c_str());
     }
@@ -2026,15 +2063,19 @@ int main(int argc, char **argv)
     }
     if (o.run_bw) {
         for (uint32_t size : o.bw_sizes) {
-            // The floor of SEND and WRITE is the same stream, run once a block between them.
-            StreamPool send, write, floor;
+            // The floor of SEND and WRITE is the same stream, run once a block between them;
+            // the CRC floor after the floor.
+            StreamPool send, write, floor, crc_floor;
             send.engine = write.engine = true;
             std::vector<StreamSide> sides;
             if (o.run_engine) {
                 sides.push_back({&send, [&](uint32_t) { return engine_bandwidth(o, size, false); }});
             }
             if (o.run_udp) {
-                sides.push_back({&floor, [&](uint32_t) { return udp_bandwidth(o, size, dgram); }});
+                sides.push_back({&floor, [&](uint32_t) { return udp_bandwidth(o, size, dgram, false); }});
+            }
+            if (o.run_udp && o.crc_floor) {
+                sides.push_back({&crc_floor, [&](uint32_t) { return udp_bandwidth(o, size, dgram, true); }});
             }
             if (o.run_engine) {
                 sides.push_back({&write, [&](uint32_t) { return engine_bandwidth(o, size, true); }});
@@ -2044,6 +2085,14 @@ int main(int argc, char **argv)
                 rows.push_back(stream_row({"bandwidth " + std::string(op.first) + size_name(size), "GB/s",
                                            Better::kHigher, 0.9, {}, {}},
                                           *op.second, floor, 1e9));
+            }
+            if (o.run_udp && o.crc_floor) {
+                // Informative (no aim): the engine against a floor that makes its integrity check.
+                for (auto op : {std::make_pair("SEND ", &send), std::make_pair("WRITE ", &write)}) {
+                    rows.push_back(stream_row({"bandwidth " + std::string(op.first) + size_name(size) + " /crc",
+                                               "GB/s", Better::kHigher, NAN, {}, {}, "udp+crc"},
+                                              *op.second, crc_floor, 1e9));
+                }
             }
         }
     }

@@ -23,6 +23,11 @@ if grep -q 'ERROR: ' "$out"; then
 fi
 rows=$(grep -Ec '^(latency|msg rate|bandwidth) .* (met|missed)$' "$out" || true)
 [ "$rows" -eq 7 ] || { cat "$out"; fail "expected 7 compared rows, got $rows"; }
+# The informative rows against the floor that also computes and checks a CRC-32C per datagram
+# (a datagram whose CRC did not match would have stopped its stream with an ERROR): a figure
+# on both sides and a ratio for SEND and WRITE at both sizes.
+crc_rows=$(grep -Ec '^bandwidth (SEND|WRITE) [0-9]+ [KM]iB /crc +GB/s +[0-9.]+ +[0-9.]+ +[0-9.]+ ' "$out" || true)
+[ "$crc_rows" -eq 4 ] || { cat "$out"; fail "expected 4 rows against the CRC floor, got $crc_rows"; }
 grep -q '"window": [1-9]' "$out.json" || { cat "$out.json"; fail "the JSON gives no window of packets"; }
 
 # The floor under loss: a window of 128 datagrams of 65000 bytes overruns receive buffers of
@@ -37,4 +42,4 @@ fi
 grep -q 'ERROR: ' "$out" && { cat "$out"; fail "the floor's stream did not complete under loss"; }
 grep -Eq 'udp +bandwidth SEND 1 MiB .* lost=[1-9]' "$out" ||
     { cat "$out"; fail "the floor lost nothing: this check did not test what it is for"; }
-echo "PASS: srcnic_bench ran every test on both sides ($rows rows compared); the floor completes under loss"
+echo "PASS: srcnic_bench ran every test on both sides ($rows rows compared, $crc_rows against the CRC floor); the floor completes under loss"
