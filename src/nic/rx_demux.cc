@@ -50,7 +50,13 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
                                  const LinkAddr &src)
 {
     PacketHeader h;
-    const HeaderError err = check_header(data, len, config_.job_key, &h);
+    uint8_t *placed;
+    const HeaderError err = check_header_placing(
+        data, len, config_.job_key, &h,
+        [this, &src](const PacketHeader &hh) {
+            return hh.payload_len >= kCheckWhilePlacingMin ? send_target(hh, src) : nullptr;
+        },
+        &placed);
     if (err != HeaderError::kOk) {
         count(drop_counter(err));
         SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "drop datagram from %s: %s",
@@ -124,7 +130,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         c->peer_conn = h.src_conn;
     }
     if (opcode_info(h.opcode).sequenced) {
-        rx_sequenced(c, buf, data, len, h);
+        rx_sequenced(c, buf, data, len, h, placed);
     } else {
         rx_control(c, h);
         buf_free(buf);
@@ -132,7 +138,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
 }
 
 SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *data, uint32_t len,
-                                  const PacketHeader &h)
+                                  const PacketHeader &h, const uint8_t *placed)
 {
     note_sack(c, h);
     const uint32_t psn = h.psn;
@@ -171,7 +177,7 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
         activate_now(c);
         return;
     }
-    rx_deliver(c, buf, data, h);
+    rx_deliver(c, buf, data, h, placed);
     // Drain what the reorder buffer now holds in sequence.
     while (c->state == ConnState::kOpen && c->reorder_count != 0) {
         const uint32_t slot = c->expected_psn % c->window;
@@ -200,7 +206,7 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
 }
 
 SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
-                                const PacketHeader &h)
+                                const PacketHeader &h, const uint8_t *placed)
 {
     // This packet follows every reverse packet before it: its acknowledgement may complete
     // requests now (§5.4).
@@ -212,7 +218,7 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
     const uint8_t *payload = data + sizeof(PacketHeader);
     bool consumed = true;
     if (opcode_info(h.opcode).stage == RxStage::kResponder) {
-        consumed = respond(c, h, payload);
+        consumed = respond(c, h, payload, placed);
     } else {
         complete_answer(c, h, payload);
     }

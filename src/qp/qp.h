@@ -45,6 +45,7 @@ public:
     // NIC side.
     Ring<srcnic_wqe_t> &sq() { return sq_; }
     Ring<srcnic_recv_wqe_t> &rq() { return rq_; }
+    const Ring<srcnic_recv_wqe_t> &rq() const { return rq_; }
     bool cq_empty() const { return cq_.empty(); }
     // Never fails: every CQE was reserved when its work request was posted.
     void complete(const srcnic_cqe_t &cqe);

@@ -25,6 +25,12 @@ namespace srcnic {
 // software path. All give the same result. perf/crc32c_bench times each path.
 uint32_t crc32c(uint32_t crc, const void *data, size_t len);
 
+// crc32c(crc, src, len) while copying the len bytes at src to dst (the two must not overlap):
+// one pass over the bytes where the path folds (the stores go beside the multiplications),
+// the CRC and then memcpy elsewhere. The receive path uses it to check a segment's payload as
+// it places it (nic/rx_demux.cc).
+uint32_t crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
+
 // The CRC-32C of the concatenation of iovcnt pieces, starting from 0. Pieces may be empty.
 uint32_t crc32c_iov(const struct iovec *iov, size_t iovcnt);
 
@@ -34,11 +40,13 @@ bool crc32c_hw_available();
 // The portable path (slice-by-8 tables), same contract as crc32c(); exposed for tests.
 uint32_t crc32c_sw(uint32_t crc, const void *data, size_t len);
 
-// One of crc32c()'s paths: fn has the same contract as crc32c().
+// One of crc32c()'s paths: fn has the same contract as crc32c(), copy as crc32c_copy().
 using Crc32cFn = uint32_t (*)(uint32_t crc, const void *data, size_t len);
+using Crc32cCopyFn = uint32_t (*)(uint32_t crc, void *dst, const void *src, size_t len);
 struct Crc32cPath {
     const char *name;
     Crc32cFn fn;
+    Crc32cCopyFn copy;
 };
 
 // The paths this CPU runs, slowest (the software one) first; crc32c() uses the last. For tests

@@ -38,8 +38,7 @@ HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key
     return check_header(datagram, len, job_key, &hdr);
 }
 
-HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key,
-                         PacketHeader *hdr_p)
+HeaderError check_layout(const uint8_t *datagram, uint32_t len, PacketHeader *hdr_p)
 {
     PacketHeader &hdr = *hdr_p;
     if (len < sizeof(hdr)) {
@@ -55,14 +54,11 @@ HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key
     if (len != sizeof(hdr) + hdr.payload_len) {
         return HeaderError::kBadLength;
     }
-    const uint32_t wire_crc = hdr.crc;
-    hdr.crc = 0;
-    uint32_t crc = crc32c(0, &hdr, sizeof(hdr));
-    crc = crc32c(crc, datagram + sizeof(hdr), hdr.payload_len);
-    hdr.crc = wire_crc;
-    if (crc != wire_crc) {
-        return HeaderError::kBadChecksum;
-    }
+    return HeaderError::kOk;
+}
+
+HeaderError check_fields(const PacketHeader &hdr, uint32_t job_key)
+{
     if (hdr.job_key != job_key) {
         return HeaderError::kWrongJobKey;
     }
@@ -77,6 +73,20 @@ HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key
         return HeaderError::kBadLength;
     }
     return HeaderError::kOk;
+}
+
+uint32_t header_crc(PacketHeader hdr)
+{
+    hdr.crc = 0;
+    return crc32c(0, &hdr, sizeof(hdr));
+}
+
+HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key,
+                         PacketHeader *hdr_p)
+{
+    uint8_t *placed;
+    return check_header_placing(datagram, len, job_key, hdr_p,
+                                [](const PacketHeader &) -> uint8_t * { return nullptr; }, &placed);
 }
 
 void seal_header(PacketHeader *hdr, const struct iovec *payload, size_t iovcnt)

@@ -8,6 +8,8 @@
 #include <string>
 #include <sys/uio.h>
 
+#include "wire/crc32c.h"
+
 namespace srcnic {
 
 constexpr uint8_t kWireVersion = 1;
@@ -119,6 +121,41 @@ HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key
 // The same, handing the header out: *hdr is set (crc included) when the result is kOk.
 HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key,
                          PacketHeader *hdr);
+
+// check_header in parts, for a receiver that checks a payload's CRC as it places it
+// (rx_demux.cc): check_layout makes the checks check_header makes before the checksum
+// (truncated, version, length; *hdr is set once the header is there), check_fields those it
+// makes after (job key, opcode, flags, payload allowed), and header_crc starts the checksum:
+// the CRC of the header with crc = 0, to extend over the payload. check_header is
+// check_layout, then the checksum, then check_fields.
+HeaderError check_layout(const uint8_t *datagram, uint32_t len, PacketHeader *hdr);
+HeaderError check_fields(const PacketHeader &hdr, uint32_t job_key);
+uint32_t header_crc(PacketHeader hdr);
+
+// check_header that also places the payload, in the same pass as its checksum (crc32c_copy), at
+// where(hdr) once check_layout and check_fields passed (where returns nullptr: nowhere). The
+// result is check_header's. *placed is where the payload went when the result is kOk, else
+// nullptr; a payload whose checksum failed may have been written there.
+template <typename Where>
+HeaderError check_header_placing(const uint8_t *datagram, uint32_t len, uint32_t job_key,
+                                 PacketHeader *hdr, Where &&where, uint8_t **placed)
+{
+    *placed = nullptr;
+    const HeaderError err = check_layout(datagram, len, hdr);
+    if (err != HeaderError::kOk) {
+        return err;
+    }
+    const HeaderError fields = check_fields(*hdr, job_key);
+    uint8_t *to = fields == HeaderError::kOk ? where(*hdr) : nullptr;
+    const uint8_t *payload = datagram + sizeof(PacketHeader);
+    const uint32_t crc = to != nullptr ? crc32c_copy(header_crc(*hdr), to, payload, hdr->payload_len)
+                                       : crc32c(header_crc(*hdr), payload, hdr->payload_len);
+    if (crc != hdr->crc) {
+        return HeaderError::kBadChecksum;
+    }
+    *placed = to;
+    return fields;
+}
 
 // Computes and stores the checksum of a packet given as header + payload pieces.
 void seal_header(PacketHeader *hdr, const struct iovec *payload, size_t iovcnt);

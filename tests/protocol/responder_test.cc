@@ -508,6 +508,154 @@ TEST_F(Responder, respond_read__forged_rkey_or_no_read_access_is_rejected)
     }
 }
 
+// --- SEND segments checked while placed ---
+
+// Datagrams large enough for segments of kCheckWhilePlacingMin bytes and more: the receive
+// path copies such a SEND segment into its buffer as it checks the CRC (rx_datagram,
+// send_target), and respond_send then finds it there.
+class ResponderPlacing : public Responder {
+protected:
+    static constexpr uint32_t kBigMtu = 3 * kCheckWhilePlacingMin;
+    static constexpr uint32_t kBigSeg = kBigMtu - sizeof(PacketHeader);
+
+    void SetUp() override
+    {
+        set_up(kBigMtu, 1024, nullptr);
+        open_connection();
+    }
+
+    // SEND segment `seg` (psn 2 + seg) of a message of data.size() bytes cut at kBigSeg.
+    std::vector<uint8_t> segment(const std::vector<uint8_t> &data, uint32_t seg,
+                                 uint32_t job_key = kJobKey)
+    {
+        const uint32_t off = seg * kBigSeg;
+        const uint32_t len = std::min<uint32_t>(kBigSeg, static_cast<uint32_t>(data.size()) - off);
+        const bool last = off + len == data.size();
+        PacketHeader h = request(Opcode::kSEND, 2 + seg,
+                                 static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (last ? kFlagLast : 0)));
+        h.msg_len = static_cast<uint32_t>(data.size());
+        h.addr = off;
+        h.job_key = job_key;
+        return RawPeer::datagram(h, std::vector<uint8_t>(data.begin() + off, data.begin() + off + len));
+    }
+
+    static bool all_zero(const uint8_t *p, size_t len)
+    {
+        return std::all_of(p, p + len, [](uint8_t b) { return b == 0; });
+    }
+};
+
+TEST_F(ResponderPlacing, check_while_placing__large_segments_land_whole)
+{
+    static_assert(30000 - 2 * kBigSeg >= kCheckWhilePlacingMin, "every segment is placed as checked");
+    uint8_t *buf = post_buffer(7, 32768);
+    const std::vector<uint8_t> data = pattern(30000, 3);
+    Counters before(*nic_);
+    // receive SEND psn 2, 3, 4 of 30000 bytes: every segment placed as its CRC is checked
+    for (uint32_t seg = 0; seg < 3; ++seg) {
+        peer_->send_bytes(segment(data, seg));
+    }
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(7u, cqe.wr_id);
+    EXPECT_EQ(30000u, cqe.byte_len);
+    EXPECT_EQ(0, std::memcmp(buf, data.data(), data.size()));
+    EXPECT_TRUE(all_zero(buf + data.size(), 32768 - data.size())) << "wrote past the message";
+    EXPECT_EQ(3u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+    EXPECT_EQ("", before.other_drops(SRCNIC_CNT_LAST));
+}
+
+TEST_F(ResponderPlacing, check_while_placing__corrupt_segment_is_dropped_and_its_resend_lands)
+{
+    uint8_t *buf = post_buffer(7, 32768);
+    const std::vector<uint8_t> data = pattern(2 * kBigSeg, 4);
+    Counters before(*nic_);
+    // receive SEND psn 2 (good), then psn 3 with one payload bit flipped
+    // expect DROP_BAD_CHECKSUM, no completion and psn 3 not acknowledged; its resend completes
+    // the message with the right bytes
+    peer_->send_bytes(segment(data, 0));
+    std::vector<uint8_t> bad = segment(data, 1);
+    bad[sizeof(PacketHeader) + 1000] ^= 0x04;
+    peer_->send_bytes(bad);
+    const std::vector<Packet> emitted = run_for(20 * 1000);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_BAD_CHECKSUM));
+    srcnic_cqe_t cqe;
+    EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1)) << "completed a message whose segment failed its CRC";
+    for (const Packet &p : emitted) {
+        EXPECT_FALSE(psn_before(3u, p.h.ack_psn)) << "acknowledged the corrupt segment: " << to_string(p.h);
+    }
+    peer_->send_bytes(segment(data, 1));
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(data.size(), cqe.byte_len);
+    EXPECT_EQ(0, std::memcmp(buf, data.data(), data.size()));
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+    EXPECT_EQ("", before.other_drops(SRCNIC_CNT_DROP_BAD_CHECKSUM));
+}
+
+// Security: a large SEND with another job key fails before any placement.
+TEST_F(ResponderPlacing, check_while_placing__wrong_job_key_touches_no_buffer)
+{
+    uint8_t *buf = post_buffer(7, 32768);
+    const std::vector<uint8_t> data = pattern(kBigSeg, 5);
+    Counters before(*nic_);
+    peer_->send_bytes(segment(data, 0, kJobKey ^ 0x100));
+    run_for(20 * 1000);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_WRONG_JOB_KEY));
+    EXPECT_TRUE(all_zero(buf, 32768)) << "a packet of another job wrote into a receive buffer";
+    srcnic_cqe_t cqe;
+    EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+}
+
+// A message longer than the posted buffer is refused (RECV_TRUNCATED) before anything of it is
+// placed: its first segment, longer than the buffer too, writes nothing.
+TEST_F(ResponderPlacing, check_while_placing__message_longer_than_buffer_touches_no_buffer)
+{
+    uint8_t *buf = post_buffer(7, kCheckWhilePlacingMin);
+    const std::vector<uint8_t> data = pattern(kBigSeg, 6);
+    Counters before(*nic_);
+    peer_->send_bytes(segment(data, 0));
+    Packet err;
+    await_error(2, SRCNIC_ERR_MESSAGE_TRUNCATED, &err);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_RECV_TRUNCATED));
+    EXPECT_TRUE(all_zero(buf, kCheckWhilePlacingMin)) << "the refused message wrote into the buffer";
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+}
+
+// Only the next packet of a connection is placed as checked: one that arrives early waits in the
+// reorder buffer and is copied when its turn comes, into the buffer that is then its own.
+TEST_F(ResponderPlacing, check_while_placing__early_message_waits_then_lands)
+{
+    uint8_t *buf_a = post_buffer(7, 32768);
+    uint8_t *buf_b = post_buffer(8, 32768);
+    const std::vector<uint8_t> a = pattern(kCheckWhilePlacingMin, 8);
+    const std::vector<uint8_t> b = pattern(kBigSeg, 9);
+    Counters before(*nic_);
+    // receive SEND psn 3 (message B, one segment) before psn 2 (message A, one shorter segment)
+    PacketHeader h = request(Opcode::kSEND, 3);
+    h.msg_len = static_cast<uint32_t>(b.size());
+    peer_->send(h, b);
+    progress_until_received(1);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_OUT_OF_ORDER));
+    EXPECT_TRUE(all_zero(buf_a, 32768) && all_zero(buf_b, 32768)) << "an early message was placed";
+    h = request(Opcode::kSEND, 2);
+    h.msg_len = static_cast<uint32_t>(a.size());
+    peer_->send(h, a);
+    srcnic_cqe_t cqe[2];
+    ASSERT_TRUE(await_cqe(qp_, &cqe[0]));
+    ASSERT_TRUE(await_cqe(qp_, &cqe[1]));
+    EXPECT_EQ(7u, cqe[0].wr_id);
+    EXPECT_EQ(a.size(), cqe[0].byte_len);
+    EXPECT_EQ(8u, cqe[1].wr_id);
+    EXPECT_EQ(b.size(), cqe[1].byte_len);
+    EXPECT_EQ(0, std::memcmp(buf_a, a.data(), a.size()));
+    EXPECT_TRUE(all_zero(buf_a + a.size(), 32768 - a.size())) << "B's bytes went into A's buffer";
+    EXPECT_EQ(0, std::memcmp(buf_b, b.data(), b.size()));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+}
+
 } // namespace
 } // namespace test
 } // namespace srcnic

@@ -360,5 +360,49 @@ TEST(wire_crc32c, crc32c__data_ending_at_an_unmapped_page)
     munmap(map, data_len + page);
 }
 
+// crc32c_copy on every path: the CRC crc32c_sw gives and the bytes copied, none written
+// outside [dst, dst + len), for every length through the folding paths' rounds and tails,
+// large ones, and sources and destinations at every alignment within a line.
+TEST(wire_crc32c, crc32c_copy__crc_and_copy_on_every_path)
+{
+    Random random(test_seed());
+    const size_t kMax = 3 * 65536;
+    const std::vector<uint8_t> src = random_bytes(random, kMax + 64);
+    std::vector<size_t> lengths;
+    for (size_t len = 0; len <= 1100; len++) {
+        lengths.push_back(len);
+    }
+    for (size_t base : {size_t(4096), size_t(16384), size_t(65000), size_t(65536)}) {
+        for (size_t delta = 0; delta <= 300; delta += 7) {
+            lengths.push_back(base + delta);
+        }
+    }
+    for (int i = 0; i < 20; i++) {
+        lengths.push_back(random.below(kMax + 1));
+    }
+    constexpr size_t kGuard = 64;
+    constexpr uint8_t kFill = 0xa5;
+    std::vector<uint8_t> dst(kMax + 64 + 2 * kGuard);
+    std::vector<Crc32cPath> paths = crc32c_paths();
+    paths.push_back({"crc32c_copy", crc32c, crc32c_copy});   // what the engine calls
+    for (size_t len : lengths) {
+        const size_t from = random.below(64);
+        const size_t to = kGuard + random.below(64);
+        const uint32_t seed_crc = static_cast<uint32_t>(random.next());
+        const uint32_t expected = crc32c_sw(seed_crc, src.data() + from, len);
+        for (const Crc32cPath &path : paths) {
+            std::fill(dst.begin(), dst.end(), kFill);
+            ASSERT_EQ(expected, path.copy(seed_crc, dst.data() + to, src.data() + from, len))
+                << path.name << ", len " << len << " from " << from << " to " << to;
+            ASSERT_EQ(0, std::memcmp(dst.data() + to, src.data() + from, len))
+                << path.name << ", len " << len << ": the copy differs";
+            const bool guards_kept =
+                std::all_of(dst.begin(), dst.begin() + to, [](uint8_t b) { return b == kFill; }) &&
+                std::all_of(dst.begin() + to + len, dst.end(), [](uint8_t b) { return b == kFill; });
+            ASSERT_TRUE(guards_kept) << path.name << ", len " << len << ": wrote outside the copy";
+        }
+    }
+}
+
 } // namespace
 } // namespace srcnic
