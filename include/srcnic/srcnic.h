@@ -166,7 +166,7 @@ SRCNIC_API srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic);
     _(NO_SUCH_QP,          "requests refused: destination QP does not exist") \
     _(TAIL_PROBES,         "tail-loss probes: a packet resent after two round trips without an ack") \
     _(SPURIOUS_TIMEOUTS,   "timeouts an ack showed needless: the peer held what was never resent") \
-    _(PLACED_WHILE_CHECKED, "SEND segments copied into their receive buffer as their CRC was checked")
+    _(PLACED_WHILE_CHECKED, "SEND and READ response segments copied into place as their CRC was checked")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

@@ -24,9 +24,31 @@ int16_t answer_status(uint32_t imm)
     }
 }
 
+// Bytes [offset, offset + len) of READ m's destination when they lie in one piece of its
+// scatter list; nullptr when they span pieces (or lie past them).
+uint8_t *read_piece(const TxMsg &m, uint32_t offset, uint32_t len)
+{
+    for (unsigned i = 0; i < m.wqe.num_sge; ++i) {
+        const srcnic_sge_t &sge = m.wqe.u.sge[i];
+        if (offset < sge.length) {
+            return len <= sge.length - offset ? reinterpret_cast<uint8_t *>(sge.addr + offset)
+                                              : nullptr;
+        }
+        offset -= sge.length;
+    }
+    return nullptr;
+}
+
+// Whether READ_RESP segment h answers READ m where its bytes are due next.
+bool read_resp_fits(const TxMsg &m, const PacketHeader &h)
+{
+    return m.opcode == static_cast<uint8_t>(Opcode::kREAD_REQ) && h.msg_len == m.length &&
+           h.addr == m.read_placed && h.payload_len <= m.length - m.read_placed;
+}
+
 } // namespace
 
-TxMsg *Nic::find_request(Connection *c, uint32_t req_psn)
+TxMsg *Nic::find_request(const Connection *c, uint32_t req_psn) const
 {
     for (TxMsg *m = c->head; m != nullptr; m = m->next) {
         if (m->kind == TxMsg::Kind::kRequest && m->psn_first == req_psn) {
@@ -39,7 +61,18 @@ TxMsg *Nic::find_request(Connection *c, uint32_t req_psn)
     return nullptr;
 }
 
-void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *payload)
+uint8_t *Nic::read_target(const Connection *c, const PacketHeader &h) const
+{
+    // The checks complete_answer makes before it places a READ_RESP segment, in its order.
+    const TxMsg *m = find_request(c, h.req_psn);
+    if (m == nullptr || !read_resp_fits(*m, h) || m->cancelled) {
+        return nullptr;
+    }
+    return read_piece(*m, static_cast<uint32_t>(h.addr), h.payload_len);
+}
+
+void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *payload,
+                          const uint8_t *placed)
 {
     TxMsg *m = find_request(c, h.req_psn);
     if (m == nullptr) {
@@ -55,12 +88,14 @@ void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *p
         return;
     }
     // READ_RESP: bytes [addr, addr + payload_len) of the read.
-    if (m->opcode != static_cast<uint8_t>(Opcode::kREAD_REQ) || h.msg_len != m->length ||
-        h.addr != m->read_placed || h.payload_len > m->length - m->read_placed) {
+    if (!read_resp_fits(*m, h)) {
         count(SRCNIC_CNT_DROP_BAD_RESPONSE);
         return;
     }
-    if (!m->cancelled) {
+    if (!m->cancelled && placed != nullptr && h.payload_len != 0 &&
+        placed == read_piece(*m, static_cast<uint32_t>(h.addr), h.payload_len)) {
+        count(SRCNIC_CNT_PLACED_WHILE_CHECKED);   // copied as its CRC was checked
+    } else if (!m->cancelled) {
         uint32_t offset = static_cast<uint32_t>(h.addr);
         uint32_t left = h.payload_len;
         const uint8_t *src = payload;

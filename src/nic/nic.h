@@ -68,8 +68,8 @@ constexpr unsigned kAnswerReserve = 16;
 // sealing it just read are still in the CPU's L2 cache. A full batch of 64-KB datagrams (2 MiB)
 // outgrew it, and the copy read them again from L3 (perf/README.md: streams 3-7% faster).
 constexpr uint64_t kTxBatchBytes = 256 * 1024;
-// An in-order SEND segment with at least this many payload bytes is copied into its receive
-// buffer as its CRC is checked, in one pass over the bytes (rx_datagram, send_target), rather
+// An in-order SEND or READ_RESP segment with at least this many payload bytes is copied into
+// place as its CRC is checked, in one pass over the bytes (rx_datagram, place_target), rather
 // than checked and then copied. Below it the two passes cost no more: the bytes stay in L1.
 constexpr uint32_t kCheckWhilePlacingMin = 4096;
 
@@ -185,6 +185,11 @@ private:
     void rx_deliver(Connection *c, int32_t buf, const uint8_t *data, const PacketHeader &h,
                     const uint8_t *placed = nullptr);
     void rx_control(Connection *c, const PacketHeader &h);
+    // Where the payload of packet h from src goes if it is placed as its CRC is checked: a
+    // SEND or READ_RESP segment of at least kCheckWhilePlacingMin bytes that is the next packet
+    // of the open connection it names, placed at once by the stage that handles it
+    // (send_target, read_target); nullptr for anything else. Changes nothing.
+    uint8_t *place_target(const PacketHeader &h, const LinkAddr &src);
     void apply_ack(Connection *c, uint32_t ack_psn);
     void note_sack(Connection *c, const PacketHeader &h);
     void rtt_sample(Connection *c, uint64_t now);
@@ -200,10 +205,9 @@ private:
                  const uint8_t *placed);
     bool respond_send(Connection *c, const PacketHeader &h, const uint8_t *payload,
                       const uint8_t *placed);
-    // Where respond_send will place the payload of SEND segment h from src if it is the next
-    // packet of its connection, found without changing anything; nullptr otherwise (another
-    // packet type or connection state, or one respond_send would refuse or find inconsistent).
-    uint8_t *send_target(const PacketHeader &h, const LinkAddr &src);
+    // Where respond_send will place the payload of SEND segment h, the next packet of c, found
+    // without changing anything; nullptr if it will not (refused, inconsistent, out of turn).
+    uint8_t *send_target(const Connection *c, const PacketHeader &h);
     bool respond_write(Connection *c, const PacketHeader &h, const uint8_t *payload);
     bool respond_read(Connection *c, const PacketHeader &h);
     bool answer_error(Connection *c, const PacketHeader &h, srcnic_status_t status);
@@ -214,8 +218,14 @@ private:
     void abort_inbound(Connection *c, srcnic_status_t status);
 
     // --- completer (completer.cc): answers to our requests ---
-    void complete_answer(Connection *c, const PacketHeader &h, const uint8_t *payload);
-    TxMsg *find_request(Connection *c, uint32_t req_psn);
+    // placed: as for rx_deliver.
+    void complete_answer(Connection *c, const PacketHeader &h, const uint8_t *payload,
+                         const uint8_t *placed);
+    TxMsg *find_request(const Connection *c, uint32_t req_psn) const;
+    // Where complete_answer will place READ_RESP segment h, the next packet of c, found without
+    // changing anything; nullptr if it will not, or if the segment spans pieces of the READ's
+    // scatter list.
+    uint8_t *read_target(const Connection *c, const PacketHeader &h) const;
 
     // The link's data-path calls: direct, and their common cases inline (udp_link.h), when it
     // is a UdpLink.

@@ -99,19 +99,9 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
     return true;
 }
 
-uint8_t *Nic::send_target(const PacketHeader &h, const LinkAddr &src)
+uint8_t *Nic::send_target(const Connection *c, const PacketHeader &h)
 {
-    // The checks rx_datagram, rx_sequenced, respond and respond_send make before a SEND
-    // segment is placed at once, in their order; any other outcome places nothing here.
-    if (h.opcode != static_cast<uint8_t>(Opcode::kSEND) || h.dst_nic != addr_.incarnation ||
-        h.dst_conn == 0) {
-        return nullptr;
-    }
-    const Connection *c = conn_by_id(h.dst_conn);
-    if (c == nullptr || c->peer_addr != src || c->peer_nic != h.src_nic || c->peer_conn == 0 ||
-        c->peer_conn != h.src_conn || h.psn != c->expected_psn) {
-        return nullptr;
-    }
+    // The checks respond and respond_send make before they place a segment, in their order.
     const Connection::Inbound &in = c->inbound;
     if (h.flags & kFlagFirst) {
         const Qp *qp = (h.dst_qpn != 0 && h.dst_qpn <= qps_.size()) ? qps_[h.dst_qpn - 1] : nullptr;

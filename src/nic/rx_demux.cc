@@ -53,10 +53,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     uint8_t *placed;
     const HeaderError err = check_header_placing(
         data, len, config_.job_key, &h,
-        [this, &src](const PacketHeader &hh) {
-            return hh.payload_len >= kCheckWhilePlacingMin ? send_target(hh, src) : nullptr;
-        },
-        &placed);
+        [this, &src](const PacketHeader &hh) { return place_target(hh, src); }, &placed);
     if (err != HeaderError::kOk) {
         count(drop_counter(err));
         SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "drop datagram from %s: %s",
@@ -220,7 +217,7 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
     if (opcode_info(h.opcode).stage == RxStage::kResponder) {
         consumed = respond(c, h, payload, placed);
     } else {
-        complete_answer(c, h, payload);
+        complete_answer(c, h, payload, placed);
     }
     buf_free(buf);
     if (!consumed) {
@@ -243,6 +240,26 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
     } else {
         activate(c);
     }
+}
+
+uint8_t *Nic::place_target(const PacketHeader &h, const LinkAddr &src)
+{
+    const bool send = h.opcode == static_cast<uint8_t>(Opcode::kSEND);
+    if (h.payload_len < kCheckWhilePlacingMin ||
+        (!send && h.opcode != static_cast<uint8_t>(Opcode::kREAD_RESP))) {
+        return nullptr;
+    }
+    // The checks rx_datagram and rx_sequenced make before they deliver a packet at once, in
+    // their order, where every one passes as things stand.
+    if (h.dst_nic != addr_.incarnation || h.dst_conn == 0) {
+        return nullptr;
+    }
+    const Connection *c = conn_by_id(h.dst_conn);
+    if (c == nullptr || c->peer_addr != src || c->peer_nic != h.src_nic || c->peer_conn == 0 ||
+        c->peer_conn != h.src_conn || h.psn != c->expected_psn) {
+        return nullptr;
+    }
+    return send ? send_target(c, h) : read_target(c, h);
 }
 
 void Nic::rx_control(Connection *c, const PacketHeader &h)

@@ -195,6 +195,135 @@ TEST_F(Completer, apply_ack__ack_of_unsent_psn_is_dropped)
     EXPECT_EQ(SRCNIC_OK, cqe.status);
 }
 
+// --- READ responses checked while placed ---
+
+// Datagrams large enough for READ_RESP segments of kCheckWhilePlacingMin bytes and more: the
+// receive path copies such a segment into the READ's destination as it checks the CRC
+// (place_target, read_target), and complete_answer then finds it there.
+class CompleterPlacing : public Completer {
+protected:
+    static constexpr uint32_t kBigMtu = 3 * kCheckWhilePlacingMin;
+    static constexpr uint32_t kBigSeg = kBigMtu - sizeof(PacketHeader);
+
+    void SetUp() override
+    {
+        set_up(kBigMtu, 1024, nullptr);
+        dest_ = dest_to_peer();
+    }
+
+    // Posts READ w (psn 1), then has the raw peer send an ACK that acknowledges nothing: the
+    // Nic learns the peer's connection id from it, as from any first packet, which it checks
+    // before it copies (only the next packet of a connection whose ids both sides know is
+    // placed as checked).
+    void post_read(const srcnic_wqe_t &w)
+    {
+        post(w, 1);
+        PacketHeader h = peer_->header(Opcode::kACK, 1, 0);
+        h.ack_psn = 1;
+        peer_->send(h);
+        progress_until_received(1);
+    }
+
+    // READ_RESP segment `seg` (psn 1 + seg) answering READ psn 1 of remote.size() bytes.
+    std::vector<uint8_t> segment(const std::vector<uint8_t> &remote, uint32_t seg)
+    {
+        const uint32_t off = seg * kBigSeg;
+        const uint32_t len = std::min<uint32_t>(kBigSeg, static_cast<uint32_t>(remote.size()) - off);
+        const bool last = off + len == remote.size();
+        PacketHeader h = answer(Opcode::kREAD_RESP, 1 + seg, 1,
+                                static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (last ? kFlagLast : 0)));
+        h.msg_len = static_cast<uint32_t>(remote.size());
+        h.addr = off;
+        h.ack_psn = 2;
+        return RawPeer::datagram(h, std::vector<uint8_t>(remote.begin() + off, remote.begin() + off + len));
+    }
+};
+
+TEST_F(CompleterPlacing, check_while_placing__read_resp_segments_land_whole)
+{
+    std::vector<uint8_t> local(30000 + 16, 0);
+    const std::vector<uint8_t> remote = pattern(30000, 22);
+    post_read(make_rdma(SRCNIC_OP_READ, dest_, 1, local.data(), 30000, 0x7000, 0xabc00005));
+    Counters before(*nic_);
+    // receive READ_RESP psn 1, 2, 3 / expect the READ completed with every segment placed as
+    // its CRC was checked, nothing written past the READ's 30000 bytes
+    for (uint32_t seg = 0; seg < 3; ++seg) {
+        peer_->send_bytes(segment(remote, seg));
+    }
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(30000u, cqe.byte_len);
+    EXPECT_EQ(0, std::memcmp(local.data(), remote.data(), remote.size()));
+    EXPECT_EQ(std::vector<uint8_t>(16, 0), std::vector<uint8_t>(local.begin() + 30000, local.end()));
+    EXPECT_EQ(3u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+    EXPECT_EQ("", before.other_drops(SRCNIC_CNT_LAST));
+}
+
+TEST_F(CompleterPlacing, check_while_placing__corrupt_read_resp_is_dropped_and_its_resend_lands)
+{
+    std::vector<uint8_t> local(2 * kBigSeg, 0);
+    const std::vector<uint8_t> remote = pattern(2 * kBigSeg, 23);
+    post_read(make_rdma(SRCNIC_OP_READ, dest_, 1, local.data(), 2 * kBigSeg, 0x7000, 0xabc00005));
+    Counters before(*nic_);
+    // receive READ_RESP psn 1 (good), psn 2 with a payload bit flipped / expect
+    // DROP_BAD_CHECKSUM and no completion; its resend completes the READ with the right bytes
+    peer_->send_bytes(segment(remote, 0));
+    std::vector<uint8_t> bad = segment(remote, 1);
+    bad[sizeof(PacketHeader) + 5000] ^= 0x20;
+    peer_->send_bytes(bad);
+    run_for(20 * 1000);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_BAD_CHECKSUM));
+    srcnic_cqe_t cqe;
+    EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1)) << "completed a READ whose response failed its CRC";
+    peer_->send_bytes(segment(remote, 1));
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(remote, local);
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+}
+
+// A segment that spans two pieces of the READ's scatter list is copied piece by piece after the
+// check, as before; one inside a piece is placed as checked.
+TEST_F(CompleterPlacing, check_while_placing__segment_across_scatter_pieces_is_copied)
+{
+    const uint32_t len = 2 * kBigSeg;
+    const uint32_t cut = kBigSeg + 100;   // segment 1 lies across the cut
+    std::vector<uint8_t> first(cut, 0), second(len - cut, 0);
+    const std::vector<uint8_t> remote = pattern(len, 24);
+    srcnic_wqe_t w = make_rdma(SRCNIC_OP_READ, dest_, 1, first.data(), cut, 0x7000, 0xabc00005);
+    w.num_sge = 2;
+    w.u.sge[1].addr = reinterpret_cast<uint64_t>(second.data());
+    w.u.sge[1].length = len - cut;
+    post_read(w);
+    Counters before(*nic_);
+    peer_->send_bytes(segment(remote, 0));
+    peer_->send_bytes(segment(remote, 1));
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(0, std::memcmp(first.data(), remote.data(), cut));
+    EXPECT_EQ(0, std::memcmp(second.data(), remote.data() + cut, len - cut));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+}
+
+// An answer to a READ the application cancelled touches nothing of its destination.
+TEST_F(CompleterPlacing, check_while_placing__cancelled_read_touches_nothing)
+{
+    std::vector<uint8_t> local(kBigSeg, 0);
+    const std::vector<uint8_t> remote = pattern(kBigSeg, 25);
+    post_read(make_rdma(SRCNIC_OP_READ, dest_, 1, local.data(), kBigSeg, 0x7000, 0xabc00005));
+    ASSERT_EQ(1u, nic_->qp_cancel(qp_, dest_, 0));
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_ERR_CANCELED, cqe.status);
+    Counters before(*nic_);
+    peer_->send_bytes(segment(remote, 0));
+    progress_until_received(1);
+    EXPECT_EQ(std::vector<uint8_t>(kBigSeg, 0), local) << "an answer to a cancelled READ was placed";
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+}
+
 } // namespace
 } // namespace test
 } // namespace srcnic
