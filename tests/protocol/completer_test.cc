@@ -197,17 +197,16 @@ TEST_F(Completer, apply_ack__ack_of_unsent_psn_is_dropped)
 
 // --- READ responses checked while placed ---
 
-// Datagrams large enough for READ_RESP segments of kCheckWhilePlacingMin bytes and more: the
-// receive path copies such a segment into the READ's destination as it checks the CRC
-// (place_target, read_target), and complete_answer then finds it there.
+// READ_RESP segments of kCheckWhilePlacingMin bytes and more: the receive path copies such a
+// segment into the READ's destination as it checks the CRC (place_target, read_target), and
+// complete_answer then finds it there.
 class CompleterPlacing : public Completer {
 protected:
-    static constexpr uint32_t kBigMtu = 3 * kCheckWhilePlacingMin;
-    static constexpr uint32_t kBigSeg = kBigMtu - sizeof(PacketHeader);
+    static constexpr uint32_t kBigSeg = kPlacingSeg;
 
     void SetUp() override
     {
-        set_up(kBigMtu, 1024, nullptr);
+        set_up(kPlacingMtu, 1024, nullptr);
         dest_ = dest_to_peer();
     }
 
@@ -227,15 +226,9 @@ protected:
     // READ_RESP segment `seg` (psn 1 + seg) answering READ psn 1 of remote.size() bytes.
     std::vector<uint8_t> segment(const std::vector<uint8_t> &remote, uint32_t seg)
     {
-        const uint32_t off = seg * kBigSeg;
-        const uint32_t len = std::min<uint32_t>(kBigSeg, static_cast<uint32_t>(remote.size()) - off);
-        const bool last = off + len == remote.size();
-        PacketHeader h = answer(Opcode::kREAD_RESP, 1 + seg, 1,
-                                static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (last ? kFlagLast : 0)));
-        h.msg_len = static_cast<uint32_t>(remote.size());
-        h.addr = off;
+        PacketHeader h = answer(Opcode::kREAD_RESP, 1, 1, 0);
         h.ack_psn = 2;
-        return RawPeer::datagram(h, std::vector<uint8_t>(remote.begin() + off, remote.begin() + off + len));
+        return placing_segment(h, remote, seg);
     }
 };
 

@@ -185,6 +185,11 @@ class ProtocolTest : public ::testing::Test {
 protected:
     static constexpr uint32_t kMtu = 1024;              // datagram bytes; 928 payload per packet
     static constexpr uint32_t kSegPayload = kMtu - sizeof(PacketHeader);
+    // Datagrams of fixtures that test placing while checking: large enough for segments of
+    // kCheckWhilePlacingMin bytes and more, which the receive path copies into place as it
+    // checks their CRC.
+    static constexpr uint32_t kPlacingMtu = 3 * kCheckWhilePlacingMin;
+    static constexpr uint32_t kPlacingSeg = kPlacingMtu - sizeof(PacketHeader);
     static constexpr uint32_t kJobKey = 0x5eed;
     static constexpr uint32_t kWindow = 16;             // PSNs
     static constexpr uint32_t kRtoUs = 4000;            // fixed: rto_max_us = rto_us
@@ -380,6 +385,22 @@ protected:
         return await([psn](const Packet &p) {
             return opcode_info(p.h.opcode).sequenced && p.h.psn == psn;
         }, out);
+    }
+
+    // Segment `seg` of a message of data.size() bytes cut at kPlacingSeg, as a sealed datagram:
+    // h (segment 0's header) with psn + seg, FIRST and LAST where they belong, msg_len and the
+    // segment's offset in addr.
+    static std::vector<uint8_t> placing_segment(PacketHeader h, const std::vector<uint8_t> &data,
+                                                uint32_t seg)
+    {
+        const uint32_t off = seg * kPlacingSeg;
+        const uint32_t len = std::min<uint32_t>(kPlacingSeg, static_cast<uint32_t>(data.size()) - off);
+        h.psn += seg;
+        h.flags = static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) |
+                                        (off + len == data.size() ? kFlagLast : 0));
+        h.msg_len = static_cast<uint32_t>(data.size());
+        h.addr = off;
+        return RawPeer::datagram(h, std::vector<uint8_t>(data.begin() + off, data.begin() + off + len));
     }
 
     static std::vector<uint8_t> pattern(size_t len, uint32_t seed)

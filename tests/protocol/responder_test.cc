@@ -510,33 +510,26 @@ TEST_F(Responder, respond_read__forged_rkey_or_no_read_access_is_rejected)
 
 // --- SEND segments checked while placed ---
 
-// Datagrams large enough for segments of kCheckWhilePlacingMin bytes and more: the receive
-// path copies such a SEND segment into its buffer as it checks the CRC (rx_datagram,
-// send_target), and respond_send then finds it there.
+// Segments of kCheckWhilePlacingMin bytes and more: the receive path copies such a SEND
+// segment into its buffer as it checks the CRC (rx_datagram, place_target, send_target), and
+// respond_send then finds it there.
 class ResponderPlacing : public Responder {
 protected:
-    static constexpr uint32_t kBigMtu = 3 * kCheckWhilePlacingMin;
-    static constexpr uint32_t kBigSeg = kBigMtu - sizeof(PacketHeader);
+    static constexpr uint32_t kBigSeg = kPlacingSeg;
 
     void SetUp() override
     {
-        set_up(kBigMtu, 1024, nullptr);
+        set_up(kPlacingMtu, 1024, nullptr);
         open_connection();
     }
 
-    // SEND segment `seg` (psn 2 + seg) of a message of data.size() bytes cut at kBigSeg.
+    // SEND segment `seg` (psn 2 + seg) of a message of data.size() bytes.
     std::vector<uint8_t> segment(const std::vector<uint8_t> &data, uint32_t seg,
                                  uint32_t job_key = kJobKey)
     {
-        const uint32_t off = seg * kBigSeg;
-        const uint32_t len = std::min<uint32_t>(kBigSeg, static_cast<uint32_t>(data.size()) - off);
-        const bool last = off + len == data.size();
-        PacketHeader h = request(Opcode::kSEND, 2 + seg,
-                                 static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (last ? kFlagLast : 0)));
-        h.msg_len = static_cast<uint32_t>(data.size());
-        h.addr = off;
+        PacketHeader h = request(Opcode::kSEND, 2);
         h.job_key = job_key;
-        return RawPeer::datagram(h, std::vector<uint8_t>(data.begin() + off, data.begin() + off + len));
+        return placing_segment(h, data, seg);
     }
 
     static bool all_zero(const uint8_t *p, size_t len)
