@@ -178,7 +178,7 @@ private:
     uint64_t now() { return clock_.now(); }
     void rx_datagram(int32_t buf, const uint8_t *data, uint32_t len, const LinkAddr &src);
     // h: the packet's header, already copied out of buffer `buf` by the caller.
-    // placed: where the payload was already copied as its CRC was checked (send_target), or
+    // placed: where the payload was already copied as its CRC was checked (place_target), or
     // nullptr; the stage that places payloads copies it only if that is not where it goes.
     void rx_sequenced(Connection *c, int32_t buf, const uint8_t *data, uint32_t len,
                       const PacketHeader &h, const uint8_t *placed);
