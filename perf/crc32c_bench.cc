@@ -1,8 +1,9 @@
 // CRC-32C throughput of every path this CPU runs (src/wire/crc32c.h), side by side: which path
 // crc32c() picked here and what the others would give. Sizes are those of the engine's packets
 // (a header, a 1 KiB message's datagram) and of its large datagrams. The data stays in cache,
-// but in the last column ("cold"): there each call takes the next 65000 bytes of a 64 MiB
-// buffer, as a sender's CRC over a large message reads memory the CPU has not touched lately.
+// but in the last two columns: there each call takes the next 65000 bytes of a 16 MiB buffer
+// ("16M", what the engine benchmark's streams keep in flight) or of a 64 MiB one ("cold"), as a
+// sender's CRC over a large message reads memory the CPU has not touched lately.
 // A second table times what a receiver does with a large segment: check the CRC of 64,936 bytes
 // in the cache and copy them into memory it has not touched lately, as crc32c() then memcpy
 // and as crc32c_copy() (one pass), on every path.
@@ -26,10 +27,12 @@ int main(int argc, char **argv)
         return 2;
     }
     const std::vector<srcnic::Crc32cPath> paths = srcnic::crc32c_paths();
-    const size_t sizes[] = {104, 256, 512, 1128, 4096, 16384, 65000, 65000};
+    const size_t sizes[] = {104, 256, 512, 1128, 4096, 16384, 65000, 65000, 65000};
     const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
-    const size_t cold = nsizes - 1;           // the column read from kColdBytes
     const size_t kColdBytes = size_t(64) << 20;
+    // Bytes each column's calls walk through, 0 = in the cache (8 alignments).
+    const size_t spans[] = {0, 0, 0, 0, 0, 0, 0, size_t(16) << 20, kColdBytes};
+    static_assert(sizeof(spans) == sizeof(sizes), "a span per column");
     std::vector<uint8_t> buf(kColdBytes);
     uint32_t x = 12345;   // fixed data: the figures do not depend on it
     for (uint8_t &b : buf) {
@@ -38,7 +41,8 @@ int main(int argc, char **argv)
     }
     std::printf("crc32c() uses: %s\n%-34s", srcnic::crc32c_path_name(), "path \\ bytes");
     for (size_t s = 0; s < nsizes; s++) {
-        std::printf(" %10zu%s", sizes[s], s == cold ? " cold" : "     ");
+        std::printf(" %10zu%s", sizes[s],
+                    spans[s] == 0 ? "     " : spans[s] == kColdBytes ? " cold" : "  16M");
     }
     std::printf("\n");
     // Paths take turns within each round, so a machine that changes speed during the run
@@ -53,8 +57,8 @@ int main(int argc, char **argv)
                 const auto t0 = std::chrono::steady_clock::now();
                 size_t at = 0;
                 for (size_t i = 0; i < calls; i++) {
-                    if (s == cold) {
-                        at = (at + size + 64 <= kColdBytes) ? at + size : 0;
+                    if (spans[s] != 0) {
+                        at = (at + size + 64 <= spans[s]) ? at + size : 0;
                     } else {
                         at = (i & 7) * 64;   // 8 alignments
                     }
