@@ -195,7 +195,10 @@ SRCNIC_API void srcnic_qp_config_init(srcnic_qp_config_t *config);
 SRCNIC_API srcnic_status_t srcnic_qp_create(srcnic_nic_t *nic,
                                             const srcnic_qp_config_t *config,
                                             srcnic_qp_t **qp_p);
-/* Completes every outstanding work request with CANCELED (not polled) and frees the QP. */
+/* Frees the QP and its rings. Work still outstanding is abandoned, and no completion is written
+ * for it (its completion queue goes with the QP): requests already on the wire finish there as
+ * NOPs, so the peer never sees a torn message, and a message being received into the QP is
+ * refused. Collect completions (or srcnic_qp_cancel) before destroying a QP whose work matters. */
 SRCNIC_API void srcnic_qp_destroy(srcnic_qp_t *qp);
 SRCNIC_API uint32_t srcnic_qp_num(const srcnic_qp_t *qp);
 

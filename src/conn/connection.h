@@ -22,7 +22,8 @@
 
 namespace srcnic {
 
-class Qp;
+class QpContext;
+struct Owner;
 
 // PSNs are compared circularly (32-bit serial arithmetic).
 inline bool psn_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
@@ -45,7 +46,8 @@ struct TxMsg {
     uint32_t req_psn = 0;      // answers: first PSN of the request answered
     uint32_t peer_qpn = 0;     // dst_qpn on the wire
     uint32_t local_qpn = 0;    // src_qpn on the wire (requests: the posting QP)
-    Qp *qp = nullptr;          // requests: the QP that completes it; nullptr once cancelled
+    QpContext *qp = nullptr;   // requests: the QP that completes it; nullptr once cancelled
+    Owner *owner = nullptr;    // READ_RESP: whose memory it reads (nullptr once that stopped)
     uint64_t src_addr = 0;     // READ_RESP: first byte of the local source
     srcnic_wqe_t wqe;          // requests: the WQE as posted (sge list, inline data, wr_id)
     TxMsg *next = nullptr;     // FIFO / free list link
@@ -141,7 +143,7 @@ struct alignas(64) Connection {
         bool active = false;       // a multi-packet message is being received
         bool discard = false;      // refused: consume its remaining packets silently
         uint8_t opcode = 0;
-        Qp *qp = nullptr;          // SEND: receiving QP
+        QpContext *qp = nullptr;   // SEND: receiving QP
         srcnic_recv_wqe_t rwqe{};  // SEND: the buffer taken from its receive ring
         uint32_t offset = 0;       // SEND: bytes placed
         uint32_t src_qpn = 0;

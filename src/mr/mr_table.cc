@@ -1,12 +1,69 @@
-// Memory-region table: registration, deregistration and the remote access check.
+// Memory-region table: the slot array (a sealed memfd, shareable with the node agent),
+// registration and deregistration. The check is MrView's, inline in mr_table.h.
 #include "mr/mr_table.h"
+
+#include "core/log.h"
 
 #include <srcnic/srcnic.h>
 
+#include <fcntl.h>
+#include <new>
+#include <sys/mman.h>
+#include <unistd.h>
+
 namespace srcnic {
 
-MrTable::MrTable(uint64_t rkey_seed) : key_state_(rkey_seed | 1)
+srcnic_status_t MrTable::create(uint32_t capacity, uint64_t rkey_seed, std::unique_ptr<MrTable> *table_p)
 {
+    if (capacity == 0 || capacity > (1u << kMrSlotBits)) {
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    std::unique_ptr<MrTable> t(new MrTable());
+    t->capacity_ = capacity;
+    t->bytes_ = (static_cast<size_t>(capacity) * sizeof(MrSlot) + 4095) & ~size_t(4095);
+    t->key_state_ = rkey_seed | 1;
+    // Pages of a memfd become resident only as slots are written.
+    int fd = memfd_create("srcnic-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    void *mem = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(t->bytes_)) == 0 &&
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0) {
+        mem = mmap(nullptr, t->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    if (mem == MAP_FAILED) {
+        if (fd >= 0) {
+            close(fd);
+            fd = -1;
+        }
+        mem = mmap(nullptr, t->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) {
+            SRCNIC_LOG_ERROR("cannot map a registration table of %zu bytes: %m", t->bytes_);
+            return SRCNIC_ERR_NO_MEMORY;
+        }
+    }
+    t->fd_ = fd;
+    // Zero-filled pages already hold free slots; construct them as objects of this type.
+    t->slots_ = new (mem) MrSlot[capacity];
+    *table_p = std::move(t);
+    return SRCNIC_OK;
+}
+
+MrTable::~MrTable()
+{
+    if (slots_ != nullptr) {
+        munmap(slots_, bytes_);
+    }
+    if (fd_ >= 0) {
+        close(fd_);
+    }
+}
+
+uint64_t MrTable::next_random()
+{
+    // xorshift64*: never 0 after the shift below in practice (44 random bits per slot).
+    key_state_ ^= key_state_ >> 12;
+    key_state_ ^= key_state_ << 25;
+    key_state_ ^= key_state_ >> 27;
+    return (key_state_ * 0x2545F4914F6CDD1DULL) >> kMrSlotBits;
 }
 
 srcnic_status_t MrTable::reg(uint64_t base, uint64_t length, unsigned access, uint32_t *slot_p)
@@ -20,27 +77,24 @@ srcnic_status_t MrTable::reg(uint64_t base, uint64_t length, unsigned access, ui
     if (!free_slots_.empty()) {
         slot = free_slots_.back();
         free_slots_.pop_back();
+    } else if (next_fresh_ < capacity_) {
+        slot = next_fresh_++;
     } else {
-        if (regions_.size() >= (1u << kSlotBits)) {
-            return SRCNIC_ERR_NO_RESOURCE;
-        }
-        slot = static_cast<uint32_t>(regions_.size());
-        regions_.emplace_back();
+        SRCNIC_LOG_RATELIMITED(LogLevel::kError, "registration table full (%u regions)", capacity_);
+        return SRCNIC_ERR_NO_RESOURCE;
     }
-    // A fresh key per registration (xorshift64*): never 0, never reused while the NIC lives
-    // in practice (44 random bits per slot).
-    key_state_ ^= key_state_ >> 12;
-    key_state_ ^= key_state_ << 25;
-    key_state_ ^= key_state_ >> 27;
-    uint64_t random = (key_state_ * 0x2545F4914F6CDD1DULL) >> kSlotBits;
+    uint64_t random = next_random();
     if (random == 0) {
         random = 1;
     }
-    MemoryRegion &mr = regions_[slot];
-    mr.base = base;
-    mr.length = length;
-    mr.access = access;
-    mr.rkey = (random << kSlotBits) | slot;
+    MrSlot &s = slots_[slot];
+    // The key goes last (mr_table.h): a reader that saw the old key rejects what it read.
+    s.key.store(0, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    s.base.store(base, std::memory_order_relaxed);
+    s.length.store(length, std::memory_order_relaxed);
+    s.access.store(access, std::memory_order_relaxed);
+    s.key.store((random << kMrSlotBits) | slot, std::memory_order_release);
     ++used_;
     *slot_p = slot;
     return SRCNIC_OK;
@@ -49,32 +103,14 @@ srcnic_status_t MrTable::reg(uint64_t base, uint64_t length, unsigned access, ui
 void MrTable::dereg(uint32_t slot)
 {
     std::lock_guard<std::mutex> guard(lock_);
-    regions_[slot] = MemoryRegion{};
+    slots_[slot].key.store(0, std::memory_order_release);
     free_slots_.push_back(slot);
     --used_;
 }
 
-bool MrTable::check(uint64_t rkey, uint64_t addr, uint64_t length, unsigned access) const
-{
-    std::lock_guard<std::mutex> guard(lock_);
-    const uint64_t slot = rkey & ((1u << kSlotBits) - 1);
-    if (rkey == 0 || slot >= regions_.size()) {
-        return false;
-    }
-    const MemoryRegion &mr = regions_[slot];
-    if (mr.rkey != rkey || (mr.access & access) != access) {
-        return false;
-    }
-    if (addr < mr.base || addr - mr.base > mr.length || length > mr.length - (addr - mr.base)) {
-        return false;
-    }
-    return true;
-}
-
 uint64_t MrTable::rkey_of(uint32_t slot) const
 {
-    std::lock_guard<std::mutex> guard(lock_);
-    return regions_[slot].rkey;
+    return slots_[slot].key.load(std::memory_order_relaxed);
 }
 
 size_t MrTable::num_regions() const

@@ -24,14 +24,15 @@ int16_t answer_status(uint32_t imm)
     }
 }
 
-// Bytes [offset, offset + len) of READ m's destination when they lie in one piece of its
-// scatter list; nullptr when they span pieces (or lie past them).
+// Bytes [offset, offset + len) of READ m's destination, as memory the NIC may write directly,
+// when they lie in one piece of its scatter list; nullptr when they span pieces (or lie past
+// them), or must be copied into another process.
 uint8_t *read_piece(const TxMsg &m, uint32_t offset, uint32_t len)
 {
     for (unsigned i = 0; i < m.wqe.num_sge; ++i) {
         const srcnic_sge_t &sge = m.wqe.u.sge[i];
         if (offset < sge.length) {
-            return len <= sge.length - offset ? reinterpret_cast<uint8_t *>(sge.addr + offset)
+            return len <= sge.length - offset ? m.qp->owner()->space.direct(sge.addr + offset, len)
                                               : nullptr;
         }
         offset -= sge.length;
@@ -65,7 +66,7 @@ uint8_t *Nic::read_target(const Connection *c, const PacketHeader &h) const
 {
     // The checks complete_answer makes before it places a READ_RESP segment, in its order.
     const TxMsg *m = find_request(c, h.req_psn);
-    if (m == nullptr || !read_resp_fits(*m, h) || m->cancelled) {
+    if (m == nullptr || !read_resp_fits(*m, h) || m->cancelled || m->qp == nullptr) {
         return nullptr;
     }
     return read_piece(*m, static_cast<uint32_t>(h.addr), h.payload_len);
@@ -92,10 +93,11 @@ void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *p
         count(SRCNIC_CNT_DROP_BAD_RESPONSE);
         return;
     }
-    if (!m->cancelled && placed != nullptr && h.payload_len != 0 &&
+    if (!m->cancelled && m->qp != nullptr && placed != nullptr && h.payload_len != 0 &&
         placed == read_piece(*m, static_cast<uint32_t>(h.addr), h.payload_len)) {
         count(SRCNIC_CNT_PLACED_WHILE_CHECKED);   // copied as its CRC was checked
-    } else if (!m->cancelled) {
+    } else if (!m->cancelled && m->qp != nullptr) {
+        AddrSpace &space = m->qp->owner()->space;
         uint32_t offset = static_cast<uint32_t>(h.addr);
         uint32_t left = h.payload_len;
         const uint8_t *src = payload;
@@ -106,7 +108,11 @@ void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *p
                 continue;
             }
             const uint32_t take = std::min(left, sge.length - offset);
-            std::memcpy(reinterpret_cast<void *>(sge.addr + offset), src, take);
+            if (!space.write(sge.addr + offset, src, take)) {
+                // The READ's destination is not the host's memory: it completes with the error.
+                m->status = SRCNIC_ERR_INVALID_ADDR;
+                break;
+            }
             src += take;
             left -= take;
             offset = 0;

@@ -8,6 +8,7 @@
 #include "core/log.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -20,9 +21,7 @@ namespace srcnic {
 
 Nic::Nic(const srcnic_config_t &config, std::unique_ptr<Link> link)
     : config_(config), link_(std::move(link)), udp_(dynamic_cast<UdpLink *>(link_.get())),
-      random_(now_ns() ^ reinterpret_cast<uintptr_t>(this)),
-      own_pd_(config.pd == nullptr ? new srcnic_pd(random_.next()) : nullptr),
-      pd_(config.pd != nullptr ? config.pd : own_pd_.get()), mrs_(pd_->mrs)
+      random_(now_ns() ^ reinterpret_cast<uintptr_t>(this)), pd_(config.pd)
 {
     config_.pd = nullptr;
 }
@@ -45,6 +44,18 @@ srcnic_status_t Nic::create(const srcnic_config_t &config, std::unique_ptr<Link>
 
 srcnic_status_t Nic::init()
 {
+    if (pd_ == nullptr) {
+        srcnic_pd_t *pd;
+        const srcnic_status_t status = srcnic_pd_create(&pd);
+        if (status != SRCNIC_OK) {
+            return status;
+        }
+        own_pd_.reset(pd);
+        pd_ = pd;
+    }
+    own_.mrs = pd_->mrs->view();
+    own_.job_key = config_.job_key;
+
     const LinkAddr &la = link_->local_addr();
     addr_.family = la.family;
     addr_.port = la.port;
@@ -155,8 +166,10 @@ Nic::~Nic()
         SRCNIC_LOG_INFO("nic %s counters:%s", link_->local_addr().to_string().c_str(),
                         line.c_str());
     }
-    for (Qp *qp : qps_) {
-        delete qp;
+    for (QpSlot &q : qps_) {
+        delete q.ctx;
+        delete q.host;
+        std::free(q.block);
     }
     if (epoll_fd_ >= 0) {
         close(epoll_fd_);
@@ -298,8 +311,8 @@ srcnic_status_t Nic::arm()
     if (link_->rx_pending()) {
         return SRCNIC_ERR_BUSY;
     }
-    for (const Qp *qp : qps_) {
-        if (qp != nullptr && (!qp->cq_empty() || !const_cast<Qp *>(qp)->sq().empty())) {
+    for (const QpSlot &q : qps_) {
+        if (q.ctx != nullptr && (!q.ctx->cq_empty() || !q.ctx->sq().empty())) {
             return SRCNIC_ERR_BUSY;
         }
     }
@@ -349,6 +362,30 @@ srcnic_status_t Nic::arm()
     return SRCNIC_OK;
 }
 
+uint32_t Nic::qp_slot_alloc()
+{
+    if (!free_qp_slots_.empty()) {
+        const uint32_t slot = free_qp_slots_.back();
+        free_qp_slots_.pop_back();
+        return slot;
+    }
+    if (qps_.size() >= 0xffff) {
+        return UINT32_MAX;
+    }
+    qps_.emplace_back();
+    return static_cast<uint32_t>(qps_.size() - 1);
+}
+
+void Nic::qp_slot_free(uint32_t slot)
+{
+    QpSlot &q = qps_[slot];
+    q.ctx = nullptr;
+    q.host = nullptr;
+    q.block = nullptr;
+    q.gen = static_cast<uint16_t>(q.gen + 1);
+    free_qp_slots_.push_back(slot);
+}
+
 srcnic_status_t Nic::qp_create(const srcnic_qp_config_t &config, Qp **qp_p)
 {
     auto pow2 = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
@@ -358,17 +395,44 @@ srcnic_status_t Nic::qp_create(const srcnic_qp_config_t &config, Qp **qp_p)
                          config.sq_size, config.rq_size);
         return SRCNIC_ERR_INVALID_PARAM;
     }
-    size_t index = std::find(qps_.begin(), qps_.end(), nullptr) - qps_.begin();
-    if (index == qps_.size()) {
-        qps_.push_back(nullptr);
+    const QpRingLayout layout =
+        QpRingLayout::make<srcnic_wqe_t, srcnic_recv_wqe_t, srcnic_cqe_t>(config.sq_size, config.rq_size);
+    void *block = std::aligned_alloc(4096, layout.bytes);
+    if (block == nullptr) {
+        return SRCNIC_ERR_NO_MEMORY;
     }
-    Qp *qp = new Qp(this, static_cast<uint32_t>(index + 1), config.sq_size, config.rq_size);
-    qps_[index] = qp;
-    *qp_p = qp;
+    std::memset(block, 0, layout.bytes);
+    const uint32_t slot = qp_slot_alloc();
+    if (slot == UINT32_MAX) {
+        std::free(block);
+        SRCNIC_LOG_ERROR("too many QPs on one NIC (65535)");
+        return SRCNIC_ERR_NO_RESOURCE;
+    }
+    QpSlot &q = qps_[slot];
+    const uint32_t qpn = (slot + 1) | (static_cast<uint32_t>(q.gen) << 16);
+    q.block = block;
+    q.host = new Qp(this, qpn, layout, block, max_msg_);   // initialises the rings first
+    q.ctx = new QpContext(this, qpn, &own_, layout, block);
+    *qp_p = q.host;
     return SRCNIC_OK;
 }
 
-void Nic::qp_destroy(Qp *qp)
+srcnic_status_t Nic::qp_attach(Owner *owner, const QpRingLayout &layout, void *block,
+                               QpContext **ctx_p)
+{
+    const uint32_t slot = qp_slot_alloc();
+    if (slot == UINT32_MAX) {
+        SRCNIC_LOG_ERROR("too many QPs on one NIC (65535)");
+        return SRCNIC_ERR_NO_RESOURCE;
+    }
+    QpSlot &q = qps_[slot];
+    const uint32_t qpn = (slot + 1) | (static_cast<uint32_t>(q.gen) << 16);
+    q.ctx = new QpContext(this, qpn, owner, layout, block);
+    *ctx_p = q.ctx;
+    return SRCNIC_OK;
+}
+
+void Nic::qp_detach(QpContext *ctx)
 {
     for (size_t slot = 1; slot < conns_.size(); ++slot) {
         Connection &c = *conns_[slot];
@@ -376,57 +440,54 @@ void Nic::qp_destroy(Qp *qp)
             continue;
         }
         for (TxMsg *m = c.head; m != nullptr; m = m->next) {
-            if (m->qp == qp) {
+            if (m->qp == ctx) {
                 m->cancelled = true;
                 m->qp = nullptr;
             }
         }
-        if (c.inbound.active && c.inbound.qp == qp) {
+        if (c.inbound.active && c.inbound.qp == ctx) {
             c.inbound.qp = nullptr;
             c.inbound.discard = true;
         }
     }
-    qps_[qp->qpn() - 1] = nullptr;
+    const uint32_t slot = (ctx->qpn() & 0xffff) - 1;
+    delete ctx;
+    qp_slot_free(slot);
+}
+
+void Nic::qp_destroy(Qp *qp)
+{
+    const uint32_t slot = (qp->qpn() & 0xffff) - 1;
+    void *block = qps_[slot].block;
+    qp_detach(qps_[slot].ctx);
     delete qp;
+    std::free(block);
 }
 
-srcnic_status_t Nic::validate_wqe(const srcnic_wqe_t &wqe) const
+void Nic::owner_release(Owner *owner)
 {
-    uint64_t length = 0;
-    if (wqe.opcode != SRCNIC_OP_SEND && wqe.opcode != SRCNIC_OP_WRITE &&
-        wqe.opcode != SRCNIC_OP_READ) {
-        return SRCNIC_ERR_INVALID_PARAM;
-    }
-    if (wqe.flags & SRCNIC_WQE_FLAG_INLINE) {
-        if (wqe.opcode == SRCNIC_OP_READ || wqe.inline_len > SRCNIC_WQE_INLINE_MAX) {
-            return SRCNIC_ERR_INVALID_PARAM;
+    for (size_t slot = 1; slot < conns_.size(); ++slot) {
+        Connection &c = *conns_[slot];
+        if (c.state != ConnState::kOpen) {
+            continue;
         }
-        length = wqe.inline_len;
-    } else {
-        if (wqe.num_sge > SRCNIC_WQE_MAX_SGE) {
-            return SRCNIC_ERR_INVALID_PARAM;
-        }
-        for (unsigned i = 0; i < wqe.num_sge; ++i) {
-            length += wqe.u.sge[i].length;
+        for (TxMsg *m = c.head; m != nullptr; m = m->next) {
+            if (m->kind == TxMsg::Kind::kReadResponse && m->owner == owner) {
+                m->owner = nullptr;   // tx_packet answers the rest with an error
+            }
         }
     }
-    if ((wqe.flags & ~SRCNIC_WQE_FLAG_INLINE) != 0 || length > max_msg_) {
-        return SRCNIC_ERR_INVALID_PARAM;
+    for (auto it = notified_.begin(); it != notified_.end();) {
+        it = *it == owner ? notified_.erase(it) : it + 1;
     }
-    return SRCNIC_OK;
-}
-
-srcnic_status_t Nic::mr_reg(void *addr, size_t length, unsigned access, srcnic_mr_t **mr_p)
-{
-    return srcnic_pd_mr_reg(pd_, addr, length, access, mr_p);
-}
-
-void Nic::mr_dereg(srcnic_mr_t *mr)
-{
-    srcnic_mr_dereg(mr);
 }
 
 unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag)
+{
+    return qp_cancel(qps_[(qp->qpn() & 0xffff) - 1].ctx, dest, tag);
+}
+
+unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
 {
     requester_take();   // what is still in the send ring is outstanding too
     Connection *c = conn_by_id(dest.peer);
@@ -435,7 +496,7 @@ unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag)
     }
     unsigned n = 0;
     for (TxMsg *m = c->head; m != nullptr; m = m->next) {
-        if (m->qp == qp && !m->cancelled && m->peer_qpn == dest.qpn &&
+        if (m->qp == ctx && !m->cancelled && m->peer_qpn == dest.qpn &&
             m->kind == TxMsg::Kind::kRequest && (tag == 0 || m->wqe.tag == tag)) {
             m->status = SRCNIC_ERR_CANCELED;
             complete_request(m);

@@ -33,13 +33,36 @@
 // kernel's send 15-20 of it (perf/README.md, "the twelfth pass").
 #define SRCNIC_HOT __attribute__((hot))
 
+namespace srcnic {
+class Qp;
+class MrTable;
+} // namespace srcnic
+
+// What every kind of NIC handle does: the engine itself (srcnic::Nic, embedded) or a NIC that a
+// node agent runs for this process (an attachment, agent/attach.h). The C API calls these.
 struct srcnic_nic {
     virtual ~srcnic_nic() = default;
+    virtual const srcnic_nic_addr_t &addr() const = 0;
+    virtual size_t max_msg() const = 0;
+    virtual unsigned progress() = 0;
+    virtual unsigned transmit() = 0;
+    virtual int event_fd() const = 0;
+    virtual srcnic_status_t arm() = 0;
+    virtual srcnic_status_t qp_create(const srcnic_qp_config_t &config, srcnic::Qp **qp_p) = 0;
+    virtual void qp_destroy(srcnic::Qp *qp) = 0;
+    virtual unsigned qp_cancel(srcnic::Qp *qp, srcnic_dest_t dest, uint32_t tag) = 0;
+    virtual srcnic_status_t dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn,
+                                        srcnic_dest_t *dest_p) = 0;
+    virtual srcnic_status_t dest_status(srcnic_dest_t dest) const = 0;
+    virtual uint64_t counter(srcnic_counter_t c) const = 0;
+    virtual unsigned num_connections() const = 0;
+    virtual size_t conn_state_bytes() const = 0;
+    // The protection domain whose regions this NIC's peers may access.
+    virtual srcnic_pd *pd() const = 0;
 };
 
 struct srcnic_pd {
-    explicit srcnic_pd(uint64_t seed) : mrs(seed) {}
-    srcnic::MrTable mrs;
+    std::unique_ptr<srcnic::MrTable> mrs;
 };
 
 struct srcnic_mr {
@@ -73,8 +96,8 @@ constexpr uint64_t kTxBatchBytes = 256 * 1024;
 // than checked and then copied. Below it the two passes cost no more: the bytes stay in L1.
 constexpr uint32_t kCheckWhilePlacingMin = 4096;
 
-// Cache-line aligned like Connection and Qp (see connection.h).
-class alignas(64) Nic : public srcnic_nic {
+// Cache-line aligned like Connection and QpContext (see connection.h).
+class alignas(64) Nic final : public srcnic_nic {
 public:
     // Creates a NIC over a given link (tests: loopback or faulty links). The config is
     // validated; a bad value is INVALID_PARAM with a message naming it.
@@ -84,40 +107,67 @@ public:
     static srcnic_status_t create_udp(const srcnic_config_t &config, std::unique_ptr<Nic> *nic_p);
     ~Nic() override;
 
-    const srcnic_nic_addr_t &addr() const { return addr_; }
-    size_t max_msg() const { return max_msg_; }
-    unsigned progress();
+    const srcnic_nic_addr_t &addr() const override { return addr_; }
+    size_t max_msg() const override { return max_msg_; }
+    unsigned progress() override;
     // The first half of progress(): send rings -> connections -> link; no receive.
-    unsigned transmit();
-    int event_fd() const { return epoll_fd_; }
-    srcnic_status_t arm();
+    unsigned transmit() override;
+    int event_fd() const override { return epoll_fd_; }
+    srcnic_status_t arm() override;
 
-    srcnic_status_t qp_create(const srcnic_qp_config_t &config, Qp **qp_p);
-    void qp_destroy(Qp *qp);
-    srcnic_status_t validate_wqe(const srcnic_wqe_t &wqe) const;
+    // A QP of this process (its rings in this process's memory, served for the NIC's own
+    // owner: this process's memory and the configured protection domain).
+    srcnic_status_t qp_create(const srcnic_qp_config_t &config, Qp **qp_p) override;
+    void qp_destroy(Qp *qp) override;
+    unsigned qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag) override;
 
-    srcnic_status_t mr_reg(void *addr, size_t length, unsigned access, srcnic_mr_t **mr_p);
-    void mr_dereg(srcnic_mr_t *mr);
-    unsigned qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag);
+    // A QP whose host end is elsewhere (the agent's clients): rings at block, laid out by
+    // layout and initialised by the host, served for owner (which outlives it).
+    srcnic_status_t qp_attach(Owner *owner, const QpRingLayout &layout, void *block,
+                              QpContext **ctx_p);
+    // Ends such a QP: its requests still on the wire finish as NOPs, a message being received
+    // into it is refused, and its number is never reused by the next QP in its slot.
+    void qp_detach(QpContext *ctx);
+    unsigned qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag);
+    // The owner is going away: every READ answer still reading its memory stops (the rest of
+    // each goes as an error answer), so that nothing is read from it again.
+    void owner_release(Owner *owner);
 
-    srcnic_status_t dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, srcnic_dest_t *dest_p);
-    srcnic_status_t dest_status(srcnic_dest_t dest) const;
+    srcnic_status_t dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn,
+                                srcnic_dest_t *dest_p) override;
+    srcnic_status_t dest_status(srcnic_dest_t dest) const override;
     // The connection of dest: its smoothed round-trip time and current retransmission timeout,
     // µs (tests; false if the connection is not open).
     bool dest_timing(srcnic_dest_t dest, uint32_t *srtt_us, uint32_t *rto_us) const;
 
-    // A completion was written: wake a waiter that armed the event fd (arm() found nothing
-    // pending, so the completion may come from background progress it does not see).
-    void notify_completion()
+    // A completion was written for owner's QP. This process's own: wake a waiter that armed
+    // the event fd (arm() found nothing pending, so the completion may come from background
+    // progress it does not see). Another owner's: listed for take_notified().
+    void notify_completion(Owner *owner)
     {
-        if (armed_) {
-            kick();
+        if (owner == &own_) {
+            if (armed_) {
+                kick();
+            }
+        } else if (!owner->notify_pending) {
+            owner->notify_pending = true;
+            notified_.push_back(owner);
         }
     }
+    // The owners (other than this process) that got completions since the last call.
+    std::vector<Owner *> &notified() { return notified_; }
 
-    uint64_t counter(srcnic_counter_t c) const { return counters_[c]; }
-    unsigned num_connections() const { return num_conns_; }
-    size_t conn_state_bytes() const;
+    uint64_t counter(srcnic_counter_t c) const override { return counters_[c]; }
+    unsigned num_connections() const override { return num_conns_; }
+    size_t conn_state_bytes() const override;
+    srcnic_pd *pd() const override { return pd_; }
+    // Registration in pd() and the WQE check of this NIC's posts (tests).
+    srcnic_status_t mr_reg(void *addr, size_t length, unsigned access, srcnic_mr_t **mr_p)
+    {
+        return srcnic_pd_mr_reg(pd_, addr, length, access, mr_p);
+    }
+    void mr_dereg(srcnic_mr_t *mr) { srcnic_mr_dereg(mr); }
+    srcnic_status_t validate_wqe(const srcnic_wqe_t &wqe) const { return srcnic::validate_wqe(wqe, max_msg_); }
     Link &link() { return *link_; }
     // Packets in flight for a connection whose packets carry seg_payload bytes: the configured
     // window, or the automatic one (kAutoWindowBytes).
@@ -155,7 +205,11 @@ private:
     // --- tx scheduler (tx_scheduler.cc): connection FIFOs -> link ---
     // after_rx: the pass that follows rx_poll within one progress call.
     unsigned tx_schedule(uint64_t now, bool after_rx);
-    void tx_packet(Connection *c, uint32_t psn, bool retransmit);
+    // Transmits PSN psn of c; returns its message (nullptr: acknowledged meanwhile).
+    const TxMsg *tx_packet(Connection *c, uint32_t psn, bool retransmit);
+    // Points the gather list at memory the NIC can read: pieces in space that must be copied
+    // are staged (tx_stage). False if space does not have them (a bad address, a host gone).
+    bool gather_from(AddrSpace &space, struct iovec *iov, uint32_t iovcnt);
     void tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm);
     void tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn);
     void fill_ack(Connection *c, PacketHeader *h);
@@ -249,10 +303,33 @@ private:
     uint64_t counters_[SRCNIC_CNT_LAST] = {};
     Random random_;
 
-    std::vector<Qp *> qps_;         // by qpn - 1; nullptr = free
+    // QPs by slot: a QPN is (slot + 1) | generation << 16, so that a QP created in a freed
+    // slot never answers to the number of the one before it.
+    struct QpSlot {
+        QpContext *ctx = nullptr;   // nullptr = free
+        uint16_t gen = 0;           // bumped when the slot is freed
+        Qp *host = nullptr;         // qp_create's: the host end, owned here
+        void *block = nullptr;      // qp_create's: the rings' memory, owned here
+    };
+    std::vector<QpSlot> qps_;
+    std::vector<uint32_t> free_qp_slots_;
+    // The QP numbered qpn, or nullptr.
+    QpContext *qp_by_num(uint32_t qpn) const
+    {
+        const uint32_t slot = (qpn & 0xffff) - 1;
+        if (slot >= qps_.size()) {
+            return nullptr;
+        }
+        QpContext *ctx = qps_[slot].ctx;
+        return ctx != nullptr && ctx->qpn() == qpn ? ctx : nullptr;
+    }
+    uint32_t qp_slot_alloc();
+    void qp_slot_free(uint32_t slot);
+
     std::unique_ptr<srcnic_pd> own_pd_;   // when the config names no protection domain
     srcnic_pd *pd_ = nullptr;       // whose regions remote accesses may touch
-    MrTable &mrs_;
+    Owner own_;                     // this process: the owner of qp_create's QPs
+    std::vector<Owner *> notified_; // see notify_completion
 
     // Grows on demand; slot 0 unused (id 0 means "unknown"). Connections are allocated one by
     // one, so they never move, and a slot is found with one index.
@@ -289,6 +366,13 @@ private:
         uint8_t payload[kTxCopyMax];
     };
     TxPacket tx_pkts_[kTxBatch];
+    // Payload of the batch's packets copied out of memory the NIC cannot read directly (an
+    // attached client's outside its windows): kTxBatchBytes plus one datagram, as the batch
+    // is flushed once it holds kTxBatchBytes. Allocated on first use.
+    std::unique_ptr<uint8_t[]> tx_stage_;
+    size_t tx_stage_used_ = 0;
+    // Staging for len bytes of the batch's next packet (tx_stage_).
+    uint8_t *tx_stage(size_t len);
     struct iovec tx_iov_[kTxBatch][kLinkMaxIov];
     TxDatagram tx_dgrams_[kTxBatch];
     Connection *tx_conn_[kTxBatch];   // connection each datagram belongs to (nullptr: none)

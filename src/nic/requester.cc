@@ -20,6 +20,7 @@ TxMsg *Nic::msg_alloc()
     m->status = SRCNIC_OK;
     m->read_placed = 0;
     m->qp = nullptr;
+    m->owner = nullptr;
     return m;
 }
 
@@ -47,13 +48,29 @@ void Nic::msg_append(Connection *c, TxMsg *m)
 SRCNIC_HOT unsigned Nic::requester_take()
 {
     unsigned taken = 0;
-    for (Qp *qp : qps_) {
+    for (QpSlot &slot : qps_) {
+        QpContext *qp = slot.ctx;
         if (qp == nullptr) {
             continue;
         }
         auto &sq = qp->sq();
-        while (!sq.empty() && msgs_free_ > kAnswerReserve) {
-            const srcnic_wqe_t &wqe = sq.front();
+        const bool trusted = qp->owner()->trusted;
+        while (!sq.empty() && msgs_free_ > kAnswerReserve && qp->can_take()) {
+            TxMsg *m = msg_alloc();
+            if (!sq.peek(&m->wqe)) {   // (a corrupt ring: see below)
+                msg_free(m);
+                break;
+            }
+            sq.pop();
+            qp->took();
+            ++taken;
+            const srcnic_wqe_t &wqe = m->wqe;
+            // A host in another process may have written anything: the copy is checked.
+            if (!trusted && srcnic::validate_wqe(wqe, max_msg_) != SRCNIC_OK) {
+                qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_INVALID_PARAM, wqe.opcode, 0));
+                msg_free(m);
+                continue;
+            }
             Connection *c = conn_by_id(wqe.dest.peer);
             if (c == nullptr) {
                 const srcnic_status_t status = dest_status(wqe.dest);
@@ -62,25 +79,14 @@ SRCNIC_HOT unsigned Nic::requester_take()
                                                                ? SRCNIC_ERR_CONNECTION_RESET
                                                                : status),
                                       wqe.opcode, 0));
-                sq.pop();
-                ++taken;
+                msg_free(m);
                 continue;
             }
-            TxMsg *m = msg_alloc();
             m->kind = TxMsg::Kind::kRequest;
-            m->wqe = wqe;
-            sq.pop();
             m->qp = qp;
             m->local_qpn = qp->qpn();
             m->peer_qpn = wqe.dest.qpn;
-            uint64_t length = 0;
-            if (wqe.flags & SRCNIC_WQE_FLAG_INLINE) {
-                length = wqe.inline_len;
-            } else {
-                for (unsigned i = 0; i < wqe.num_sge; ++i) {
-                    length += wqe.u.sge[i].length;
-                }
-            }
+            const uint64_t length = wqe_length(wqe);
             m->length = static_cast<uint32_t>(length);
             switch (wqe.opcode) {
             case SRCNIC_OP_SEND: m->opcode = static_cast<uint8_t>(Opcode::kSEND); break;
@@ -92,7 +98,9 @@ SRCNIC_HOT unsigned Nic::requester_take()
                            ? 1
                            : static_cast<uint32_t>((length + c->seg_payload - 1) / c->seg_payload);
             msg_append(c, m);
-            ++taken;
+        }
+        if (sq.corrupt()) {
+            qp->fault();
         }
     }
     return taken;

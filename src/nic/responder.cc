@@ -47,15 +47,17 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
 {
     Connection::Inbound &in = c->inbound;
     if (h.flags & kFlagFirst) {
-        Qp *qp = (h.dst_qpn != 0 && h.dst_qpn <= qps_.size()) ? qps_[h.dst_qpn - 1] : nullptr;
+        QpContext *qp = qp_by_num(h.dst_qpn);
         srcnic_status_t refuse = SRCNIC_OK;
+        srcnic_recv_wqe_t rwqe;
         if (qp == nullptr) {
             refuse = SRCNIC_ERR_UNREACHABLE;
-        } else if (qp->rq().empty()) {
+        } else if (!qp->can_take() || !qp->rq().peek(&rwqe)) {
+            // No buffer posted, or no room for its completion until the host polls.
             count(SRCNIC_CNT_RNR_SENT);
             tx_control(c, Opcode::kNAK, h.psn, static_cast<uint32_t>(NakReason::kRnr));
             return false;
-        } else if (h.msg_len > qp->rq().front().length) {
+        } else if (h.msg_len > rwqe.length) {
             refuse = SRCNIC_ERR_MESSAGE_TRUNCATED;
         }
         if (refuse != SRCNIC_OK) {
@@ -67,8 +69,9 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
         in.active = true;
         in.opcode = h.opcode;
         in.qp = qp;
-        in.rwqe = qp->rq().front();
+        in.rwqe = rwqe;
         qp->rq().pop();
+        qp->took();
         in.src_qpn = h.src_qpn;
         in.imm = h.imm;
         in.length = h.msg_len;
@@ -80,12 +83,21 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
         in.opcode = h.opcode;
         return true;
     }
-    auto *to = reinterpret_cast<uint8_t *>(in.rwqe.addr + in.offset);
     if (in.qp != nullptr && h.payload_len != 0) {
-        if (to == placed) {
+        AddrSpace &space = in.qp->owner()->space;
+        const uint64_t addr = in.rwqe.addr + in.offset;
+        uint8_t *to = space.direct(addr, h.payload_len);
+        if (to != nullptr && to == placed) {
             count(SRCNIC_CNT_PLACED_WHILE_CHECKED);   // copied as its CRC was checked
-        } else {
+        } else if (to != nullptr) {
             std::memcpy(to, payload, h.payload_len);
+        } else if (!space.write(addr, payload, h.payload_len)) {
+            // The posted buffer is not the host's memory (or the host is gone): the receive
+            // fails there, and the rest of the message is consumed untouched.
+            abort_inbound(c, SRCNIC_ERR_INVALID_ADDR);
+            in.active = in.discard = !(h.flags & kFlagLast);
+            in.opcode = h.opcode;
+            return true;
         }
     }
     in.offset += h.payload_len;
@@ -104,29 +116,35 @@ uint8_t *Nic::send_target(const Connection *c, const PacketHeader &h)
     // The checks respond and respond_send make before they place a segment, in their order.
     const Connection::Inbound &in = c->inbound;
     if (h.flags & kFlagFirst) {
-        const Qp *qp = (h.dst_qpn != 0 && h.dst_qpn <= qps_.size()) ? qps_[h.dst_qpn - 1] : nullptr;
-        if (in.active || qp == nullptr || qp->rq().empty()) {
+        const QpContext *qp = qp_by_num(h.dst_qpn);
+        srcnic_recv_wqe_t rwqe;
+        if (in.active || qp == nullptr || !qp->can_take() || !qp->rq().peek(&rwqe)) {
             return nullptr;
         }
-        const srcnic_recv_wqe_t &rwqe = qp->rq().front();
         if (h.msg_len > rwqe.length || h.addr != 0 || h.payload_len > h.msg_len) {
             return nullptr;
         }
-        return reinterpret_cast<uint8_t *>(rwqe.addr);
+        return qp->owner()->space.direct(rwqe.addr, h.payload_len);
     }
     if (!in.active || in.opcode != h.opcode || in.discard || in.qp == nullptr ||
         h.addr != in.offset || h.payload_len > in.length - in.offset || h.msg_len != in.length) {
         return nullptr;
     }
-    return reinterpret_cast<uint8_t *>(in.rwqe.addr + in.offset);
+    return in.qp->owner()->space.direct(in.rwqe.addr + in.offset, h.payload_len);
 }
 
 bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *payload)
 {
     Connection::Inbound &in = c->inbound;
+    // An access names the QP of the process whose memory it targets (§6): its registrations
+    // are the only ones the key is looked up in.
+    QpContext *qp = qp_by_num(h.dst_qpn);
     if (h.flags & kFlagFirst) {
+        if (qp == nullptr) {
+            return refuse_message(c, h, SRCNIC_ERR_UNREACHABLE, SRCNIC_CNT_NO_SUCH_QP);
+        }
         // The whole message must fit the region before any of it is placed (§6).
-        if (!mrs_.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_WRITE)) {
+        if (!qp->owner()->mrs.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_WRITE)) {
             return refuse_message(c, h, SRCNIC_ERR_REMOTE_ACCESS, SRCNIC_CNT_ACCESS_ERRORS);
         }
         in = Connection::Inbound();
@@ -135,16 +153,15 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
         in.length = h.msg_len;
     }
     // Every segment is checked on its own too: a forged middle segment touches nothing.
-    if (!mrs_.check(h.rkey, h.addr, h.payload_len, SRCNIC_ACCESS_REMOTE_WRITE)) {
+    if (qp == nullptr ||
+        !qp->owner()->mrs.check(h.rkey, h.addr, h.payload_len, SRCNIC_ACCESS_REMOTE_WRITE) ||
+        !qp->owner()->space.write(h.addr, payload, h.payload_len)) {
         count(SRCNIC_CNT_ACCESS_ERRORS);
         in.discard = !(h.flags & kFlagLast);
         if (h.flags & kFlagLast) {
             in = Connection::Inbound();
         }
         return true;
-    }
-    if (h.payload_len != 0) {
-        std::memcpy(reinterpret_cast<void *>(h.addr), payload, h.payload_len);
     }
     if (h.flags & kFlagLast) {
         in = Connection::Inbound();
@@ -154,11 +171,13 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
 
 bool Nic::respond_read(Connection *c, const PacketHeader &h)
 {
-    if (!mrs_.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_READ)) {
-        if (!answer_error(c, h, SRCNIC_ERR_REMOTE_ACCESS)) {
+    QpContext *qp = qp_by_num(h.dst_qpn);
+    if (qp == nullptr || !qp->owner()->mrs.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_READ)) {
+        const srcnic_status_t status = qp == nullptr ? SRCNIC_ERR_UNREACHABLE : SRCNIC_ERR_REMOTE_ACCESS;
+        if (!answer_error(c, h, status)) {
             return false;
         }
-        count(SRCNIC_CNT_ACCESS_ERRORS);
+        count(qp == nullptr ? SRCNIC_CNT_NO_SUCH_QP : SRCNIC_CNT_ACCESS_ERRORS);
         return true;
     }
     TxMsg *m = msg_alloc();
@@ -171,6 +190,7 @@ bool Nic::respond_read(Connection *c, const PacketHeader &h)
     m->opcode = static_cast<uint8_t>(Opcode::kREAD_RESP);
     m->length = h.msg_len;
     m->npkts = h.msg_len == 0 ? 1 : (h.msg_len + c->seg_payload - 1) / c->seg_payload;
+    m->owner = qp->owner();
     m->src_addr = h.addr;
     m->req_psn = h.psn;
     m->local_qpn = h.dst_qpn;

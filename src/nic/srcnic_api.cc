@@ -54,7 +54,6 @@ srcnic_status_t Nic::create_udp(const srcnic_config_t &config, std::unique_ptr<N
 
 using srcnic::Nic;
 using srcnic::Qp;
-using srcnic::to_nic;
 
 extern "C" {
 
@@ -76,42 +75,42 @@ srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **
 
 void srcnic_nic_destroy(srcnic_nic_t *nic)
 {
-    delete to_nic(nic);
+    delete nic;
 }
 
 void srcnic_nic_query_addr(const srcnic_nic_t *nic, srcnic_nic_addr_t *addr_p)
 {
-    *addr_p = to_nic(nic)->addr();
+    *addr_p = nic->addr();
 }
 
 size_t srcnic_nic_max_msg(const srcnic_nic_t *nic)
 {
-    return to_nic(nic)->max_msg();
+    return nic->max_msg();
 }
 
 SRCNIC_HOT unsigned srcnic_nic_progress(srcnic_nic_t *nic)
 {
-    return to_nic(nic)->progress();
+    return nic->progress();
 }
 
 SRCNIC_HOT unsigned srcnic_nic_transmit(srcnic_nic_t *nic)
 {
-    return to_nic(nic)->transmit();
+    return nic->transmit();
 }
 
 int srcnic_nic_event_fd(const srcnic_nic_t *nic)
 {
-    return to_nic(nic)->event_fd();
+    return nic->event_fd();
 }
 
 srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic)
 {
-    return to_nic(nic)->arm();
+    return nic->arm();
 }
 
 uint64_t srcnic_nic_counter(const srcnic_nic_t *nic, srcnic_counter_t counter)
 {
-    return counter < SRCNIC_CNT_LAST ? to_nic(nic)->counter(counter) : 0;
+    return counter < SRCNIC_CNT_LAST ? nic->counter(counter) : 0;
 }
 
 const char *srcnic_counter_name(srcnic_counter_t counter)
@@ -126,19 +125,19 @@ const char *srcnic_counter_name(srcnic_counter_t counter)
 
 size_t srcnic_conn_state_bytes(const srcnic_nic_t *nic)
 {
-    return to_nic(nic)->conn_state_bytes();
+    return nic->conn_state_bytes();
 }
 
 unsigned srcnic_nic_num_connections(const srcnic_nic_t *nic)
 {
-    return to_nic(nic)->num_connections();
+    return nic->num_connections();
 }
 
 srcnic_status_t srcnic_qp_create(srcnic_nic_t *nic, const srcnic_qp_config_t *config,
                                  srcnic_qp_t **qp_p)
 {
     Qp *qp;
-    srcnic_status_t status = to_nic(nic)->qp_create(*config, &qp);
+    srcnic_status_t status = nic->qp_create(*config, &qp);
     if (status == SRCNIC_OK) {
         *qp_p = qp;
     }
@@ -178,7 +177,13 @@ unsigned srcnic_qp_outstanding(const srcnic_qp_t *qp)
 
 srcnic_status_t srcnic_pd_create(srcnic_pd_t **pd_p)
 {
-    *pd_p = new srcnic_pd(srcnic::now_ns() ^ reinterpret_cast<uintptr_t>(pd_p));
+    std::unique_ptr<srcnic_pd> pd(new srcnic_pd());
+    const srcnic_status_t status = srcnic::MrTable::create(
+        srcnic::kMrDefaultSlots, srcnic::now_ns() ^ reinterpret_cast<uintptr_t>(pd.get()), &pd->mrs);
+    if (status != SRCNIC_OK) {
+        return status;
+    }
+    *pd_p = pd.release();
     return SRCNIC_OK;
 }
 
@@ -191,18 +196,18 @@ srcnic_status_t srcnic_pd_mr_reg(srcnic_pd_t *pd, void *addr, size_t length, uns
                                  srcnic_mr_t **mr_p)
 {
     uint32_t slot;
-    srcnic_status_t status = pd->mrs.reg(reinterpret_cast<uint64_t>(addr), length, access, &slot);
+    srcnic_status_t status = pd->mrs->reg(reinterpret_cast<uint64_t>(addr), length, access, &slot);
     if (status != SRCNIC_OK) {
         return status;
     }
-    *mr_p = new srcnic_mr_t{pd, slot, pd->mrs.rkey_of(slot)};
+    *mr_p = new srcnic_mr_t{pd, slot, pd->mrs->rkey_of(slot)};
     return SRCNIC_OK;
 }
 
 srcnic_status_t srcnic_mr_reg(srcnic_nic_t *nic, void *addr, size_t length, unsigned access,
                               srcnic_mr_t **mr_p)
 {
-    return to_nic(nic)->mr_reg(addr, length, access, mr_p);
+    return srcnic_pd_mr_reg(nic->pd(), addr, length, access, mr_p);
 }
 
 uint64_t srcnic_mr_rkey(const srcnic_mr_t *mr)
@@ -212,7 +217,7 @@ uint64_t srcnic_mr_rkey(const srcnic_mr_t *mr)
 
 void srcnic_mr_dereg(srcnic_mr_t *mr)
 {
-    mr->pd->mrs.dereg(mr->slot);
+    mr->pd->mrs->dereg(mr->slot);
     delete mr;
 }
 
@@ -225,12 +230,12 @@ unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest, uint32_t tag)
 srcnic_status_t srcnic_dest_create(srcnic_nic_t *nic, const srcnic_nic_addr_t *remote,
                                    uint32_t remote_qpn, srcnic_dest_t *dest_p)
 {
-    return to_nic(nic)->dest_create(*remote, remote_qpn, dest_p);
+    return nic->dest_create(*remote, remote_qpn, dest_p);
 }
 
 srcnic_status_t srcnic_dest_status(const srcnic_nic_t *nic, srcnic_dest_t dest)
 {
-    return to_nic(nic)->dest_status(dest);
+    return nic->dest_status(dest);
 }
 
 } // extern "C"

@@ -120,6 +120,7 @@ SRCNIC_HOT void Nic::tx_flush()
     }
     tx_count_ = 0;
     tx_batch_bytes_ = 0;
+    tx_stage_used_ = 0;
 }
 
 SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
@@ -142,14 +143,43 @@ SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
     c->unacked_rx_bytes = 0;
 }
 
-SRCNIC_HOT void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
+SRCNIC_HOT uint8_t *Nic::tx_stage(size_t len)
+{
+    if (!tx_stage_) {
+        tx_stage_.reset(new uint8_t[kTxBatchBytes + rx_buf_size_]);
+    }
+    uint8_t *p = &tx_stage_[tx_stage_used_];
+    tx_stage_used_ += len;
+    return p;
+}
+
+bool Nic::gather_from(AddrSpace &space, struct iovec *iov, uint32_t iovcnt)
+{
+    // Each piece the NIC cannot read where it is (another process's memory outside the
+    // windows it shares) is copied into the batch's staging first.
+    for (uint32_t i = 0; i < iovcnt; ++i) {
+        const uint64_t addr = reinterpret_cast<uint64_t>(iov[i].iov_base);
+        if (uint8_t *p = space.direct(addr, iov[i].iov_len)) {
+            iov[i].iov_base = p;
+            continue;
+        }
+        uint8_t *stage = tx_stage(iov[i].iov_len);
+        if (!space.read(stage, addr, iov[i].iov_len)) {
+            return false;
+        }
+        iov[i].iov_base = stage;
+    }
+    return true;
+}
+
+SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
 {
     TxMsg *m = c->head;
     while (m != nullptr && !psn_before(psn, m->psn_end())) {
         m = m->next;
     }
     if (m == nullptr || psn_before(psn, m->psn_first)) {
-        return;   // acknowledged and completed meanwhile
+        return nullptr;   // acknowledged and completed meanwhile
     }
     struct iovec *iov;
     PacketHeader *h = tx_slot(c->peer_addr, &iov);
@@ -194,10 +224,21 @@ SRCNIC_HOT void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
         case Opcode::kREAD_RESP:
             h->addr = offset;
             h->req_psn = m->req_psn;
-            if (plen != 0) {
+            if (plen != 0 && m->owner != nullptr) {
                 iov[0].iov_base = reinterpret_cast<void *>(m->src_addr + offset);
                 iov[0].iov_len = plen;
                 iovcnt = 1;
+                if (!m->owner->space.local() && !gather_from(m->owner->space, iov, 1)) {
+                    m->owner = nullptr;   // its memory is gone: answer the rest with an error
+                }
+            }
+            if (m->owner == nullptr) {
+                // The rest of the answer cannot be read (its owner detached or its memory is
+                // gone): each remaining PSN goes as an error answer to the READ (§3.5).
+                h->opcode = static_cast<uint8_t>(Opcode::kERR_RESP);
+                h->imm = static_cast<uint32_t>(static_cast<int32_t>(SRCNIC_ERR_REMOTE_ACCESS));
+                h->addr = 0;
+                iovcnt = 0;
             }
             break;
         case Opcode::kERR_RESP:
@@ -207,8 +248,21 @@ SRCNIC_HOT void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
         default:
             break;
         }
+        if (iovcnt != 0 && m->qp != nullptr && !m->qp->owner()->space.local() &&
+            !gather_from(m->qp->owner()->space, iov, iovcnt)) {
+            // The request names memory its host does not have: it fails there, and what is
+            // left of it goes as NOPs (§3.6).
+            m->status = SRCNIC_ERR_INVALID_ADDR;
+            complete_request(m);
+            m->cancelled = true;
+            m->qp = nullptr;
+            h->opcode = static_cast<uint8_t>(Opcode::kNOP);
+            iovcnt = 0;
+        }
         h->payload_len = static_cast<uint16_t>(iovcnt ? plen : 0);
-    } else {
+    }
+    if (h->opcode == static_cast<uint8_t>(Opcode::kNOP) ||
+        h->opcode == static_cast<uint8_t>(Opcode::kERR_RESP)) {
         h->msg_len = 0;
     }
     tx_commit(iovcnt, c);
@@ -218,6 +272,7 @@ SRCNIC_HOT void Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
             c->rtt_timing = false;   // Karn: an ack of it may answer either transmission
         }
     }
+    return m;
 }
 
 void Nic::tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm)
@@ -398,7 +453,7 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                 if (!c->unacked()) {
                     c->progress_ns = now;   // the failure clock starts with the oldest unacked
                 }
-                tx_packet(c, c->send_psn, false);
+                const TxMsg *m = tx_packet(c, c->send_psn, false);
                 if (!c->rtt_timing) {
                     c->rtt_timing = true;
                     c->rtt_psn = c->send_psn;
@@ -407,8 +462,8 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                 if (c->resend_psn == c->send_psn) {
                     ++c->resend_psn;
                 }
-                if (c->err_answers_unsent != 0 && tx_pkts_[tx_count_ - 1].h.opcode ==
-                                                      static_cast<uint8_t>(Opcode::kERR_RESP)) {
+                if (c->err_answers_unsent != 0 && m != nullptr &&
+                    m->kind == TxMsg::Kind::kErrorResponse) {
                     // Its ack was held back to the refused request; now that the answer is
                     // out, acknowledge the request too (PROTOCOL.md 5.3, 5.4).
                     --c->err_answers_unsent;

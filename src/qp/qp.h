@@ -1,8 +1,18 @@
-// A QP: a host-to-NIC channel bound to no peer. The host posts WQEs to the send ring and
-// buffers to the receive ring and polls the completion ring; the NIC consumes and produces.
+// A QP: a host-to-NIC channel bound to no peer, seen from both ends. Its three rings live in one
+// block of memory (ring.h): the host posts WQEs to the send ring and buffers to the receive ring
+// and polls the completion ring (Qp, behind the srcnic_qp_t handle); the NIC takes work from the
+// first two and writes completions to the third (QpContext). In embedded mode both ends are in
+// one process; with the node agent the block is shared memory and the NIC's end is the agent's.
+//
+// The NIC trusts nothing the host wrote unless the host is its own process (Owner::trusted): it
+// copies each entry before looking at it, validates the copy, and takes a work request only
+// while the completion ring has room for every completion it already owes plus this one, so a
+// host that never polls stops only its own QP.
 #ifndef SRCNIC_QP_QP_H
 #define SRCNIC_QP_QP_H
 
+#include "mr/addr_space.h"
+#include "mr/mr_table.h"
 #include "qp/ring.h"
 
 #include <srcnic/srcnic.h>
@@ -25,46 +35,104 @@ inline srcnic_cqe_t make_cqe(uint64_t wr_id, int16_t status, uint8_t opcode, uin
     return srcnic_cqe_t{wr_id, status, opcode, 0, byte_len, imm, src_qpn, src_peer, 0};
 }
 
-// Cache-line aligned like Connection and Nic (see connection.h).
-class alignas(64) Qp : public srcnic_qp {
+// OK, or INVALID_PARAM for a WQE no NIC executes: an unknown opcode or flag, an inline payload
+// on a READ or longer than SRCNIC_WQE_INLINE_MAX, more than SRCNIC_WQE_MAX_SGE entries, or more
+// than max_msg bytes.
+srcnic_status_t validate_wqe(const srcnic_wqe_t &wqe, size_t max_msg);
+
+// Bytes of the message a (valid) WQE describes.
+inline uint64_t wqe_length(const srcnic_wqe_t &wqe)
+{
+    if (wqe.flags & SRCNIC_WQE_FLAG_INLINE) {
+        return wqe.inline_len;
+    }
+    uint64_t length = 0;
+    for (unsigned i = 0; i < wqe.num_sge; ++i) {
+        length += wqe.u.sge[i].length;
+    }
+    return length;
+}
+
+// The host whose QPs a NIC serves: how to reach its memory, its registrations and its job key.
+// The embedded engine has one (its own process); the agent one per attached client.
+struct Owner {
+    AddrSpace space;            // its memory
+    MrView mrs;                 // its registered regions (the rkey check)
+    uint32_t job_key = 0;       // agent: requests to its QPs must carry this key
+    bool trusted = true;        // its rings are written by this process's own API calls, which
+                                // validated every entry: the NIC need not check them again
+    bool notify_pending = false; // completions written since the agent last woke it (agent)
+};
+
+// The NIC's end of a QP.
+class alignas(64) QpContext {
 public:
-    Qp(Nic *nic, uint32_t qpn, uint32_t sq_size, uint32_t rq_size)
-        : nic_(nic), qpn_(qpn), sq_(sq_size), rq_(rq_size), cq_(round_up_pow2(sq_size + rq_size))
+    // block: the rings as laid out by layout (already initialised by the host's end).
+    QpContext(Nic *nic, uint32_t qpn, Owner *owner, const QpRingLayout &layout, void *block)
+        : nic_(nic), qpn_(qpn), owner_(owner),
+          sq_(layout.sq_idx(block), layout.at<srcnic_wqe_t>(block, layout.sq_off), layout.sq_size),
+          rq_(layout.rq_idx(block), layout.at<srcnic_recv_wqe_t>(block, layout.rq_off), layout.rq_size),
+          cq_(layout.cq_idx(block), layout.at<srcnic_cqe_t>(block, layout.cq_off), layout.cq_size)
     {
     }
 
-    Nic *nic() const { return nic_; }
     uint32_t qpn() const { return qpn_; }
+    Owner *owner() const { return owner_; }
+    RingReader<srcnic_wqe_t> &sq() { return sq_; }
+    RingReader<srcnic_recv_wqe_t> &rq() { return rq_; }
+    const RingReader<srcnic_recv_wqe_t> &rq() const { return rq_; }
+    bool cq_empty() const { return cq_.used() == 0; }
 
-    // Host side.
+    // Whether the NIC may take another work request (send or receive): the completion ring
+    // has room for it beyond every completion already owed.
+    bool can_take() const { return owed_ + cq_.used() < cq_.size(); }
+    // A work request was taken: its completion is owed.
+    void took() { ++owed_; }
+    // Writes the completion of a taken work request. Room was reserved when it was taken; a
+    // host that corrupted the ring's counters loses the completion and faults its QP.
+    void complete(const srcnic_cqe_t &cqe);
+    // The host broke the rings' rules (counters out of range); the agent detaches it.
+    bool faulted() const { return faulted_; }
+    void fault() { faulted_ = true; }
+
+private:
+    Nic *const nic_;
+    const uint32_t qpn_;
+    Owner *const owner_;
+    RingReader<srcnic_wqe_t> sq_;
+    RingReader<srcnic_recv_wqe_t> rq_;
+    RingWriter<srcnic_cqe_t> cq_;
+    uint32_t owed_ = 0;      // work requests taken and not yet completed
+    bool faulted_ = false;
+};
+
+// The host's end of a QP: the srcnic_qp_t handle.
+class alignas(64) Qp : public srcnic_qp {
+public:
+    // block: rings laid out by layout, zero-filled; this end initialises their counters.
+    Qp(srcnic_nic *nic, uint32_t qpn, const QpRingLayout &layout, void *block, size_t max_msg);
+
+    srcnic_nic *nic() const { return nic_; }
+    uint32_t qpn() const { return qpn_; }
+    const QpRingLayout &layout() const { return layout_; }
+    void *block() const { return block_; }
+
     srcnic_status_t post_send(const srcnic_wqe_t &wqe);
     srcnic_status_t post_recv(const srcnic_recv_wqe_t &wqe);
     unsigned poll_cq(srcnic_cqe_t *cqes, unsigned max);
     unsigned outstanding() const { return sends_outstanding_ + recvs_outstanding_; }
-
-    // NIC side.
-    Ring<srcnic_wqe_t> &sq() { return sq_; }
-    Ring<srcnic_recv_wqe_t> &rq() { return rq_; }
-    const Ring<srcnic_recv_wqe_t> &rq() const { return rq_; }
+    bool sq_empty() const { return sq_.used() == 0; }
     bool cq_empty() const { return cq_.empty(); }
-    // Never fails: every CQE was reserved when its work request was posted.
-    void complete(const srcnic_cqe_t &cqe);
 
 private:
-    static uint32_t round_up_pow2(uint32_t v)
-    {
-        uint32_t p = 1;
-        while (p < v) {
-            p <<= 1;
-        }
-        return p;
-    }
-
-    Nic *const nic_;
+    srcnic_nic *const nic_;
     const uint32_t qpn_;
-    Ring<srcnic_wqe_t> sq_;          // posted, not yet taken by the requester
-    Ring<srcnic_recv_wqe_t> rq_;     // posted receive buffers
-    Ring<srcnic_cqe_t> cq_;          // completions, sq + rq entries: cannot overflow
+    const QpRingLayout layout_;
+    void *const block_;
+    const size_t max_msg_;
+    RingWriter<srcnic_wqe_t> sq_;
+    RingWriter<srcnic_recv_wqe_t> rq_;
+    RingReader<srcnic_cqe_t> cq_;
     uint32_t sends_outstanding_ = 0; // send WQEs posted and not yet polled (<= sq size)
     uint32_t recvs_outstanding_ = 0; // receive WQEs posted and not yet polled (<= rq size)
 };
