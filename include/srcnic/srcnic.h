@@ -130,6 +130,42 @@ SRCNIC_API int srcnic_nic_event_fd(const srcnic_nic_t *nic);
  * waiting, data to transmit): call progress instead of sleeping. */
 SRCNIC_API srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic);
 
+/* --- the node agent ------------------------------------------------------------------- */
+
+/* Instead of running its own engine, a process may attach to the node agent (srcd), which runs
+ * one engine per node address for every process on the node: connections then exist per pair
+ * of nodes, not per pair of processes. An attached NIC is used through this same API: its QPs'
+ * rings live in memory shared with the agent, which serves them (and remote accesses to this
+ * process's registered memory) whether or not the process calls progress. */
+typedef struct srcnic_attach_config {
+    char        socket[108];   /* the agent's socket: "@name" (abstract) or a path; default "@srcd" */
+    char        bind_addr[64]; /* which engine: the agent's address on the wanted interface
+                                  (numeric IPv4/IPv6); default "127.0.0.1" */
+    uint32_t    job_key;       /* requests to this process's QPs must carry it (default 0) */
+    uint32_t    reserved;
+    size_t      arena;         /* bytes of memory shared with the agent for buffers it reads and
+                                  writes without a cross-memory copy (srcnic_nic_mem_alloc) and
+                                  for QP rings; default 64 MiB, resident only as used */
+    srcnic_pd_t *pd;           /* protection domain whose regions peers may access; NULL
+                                  (default): a domain of the attachment's own */
+} srcnic_attach_config_t;
+
+SRCNIC_API void srcnic_attach_config_init(srcnic_attach_config_t *config);
+
+/* Attaches to the agent. NO_DEVICE when no agent answers on the socket; another status when
+ * one answered and refused (permissions, cross-memory attach impossible, bad configuration) or
+ * failed. On failure, why (if not NULL) receives a one-line explanation, NUL-terminated. */
+SRCNIC_API srcnic_status_t srcnic_nic_attach(const srcnic_attach_config_t *config,
+                                             srcnic_nic_t **nic_p, char *why, size_t why_len);
+/* Nonzero if nic is an attachment to the agent (else an engine of this process). */
+SRCNIC_API int srcnic_nic_is_attached(const srcnic_nic_t *nic);
+
+/* Memory the NIC reads and writes directly: for an attachment, from the arena it shares with
+ * the agent (buffers placed here cost no cross-memory copy), else ordinary heap memory; NULL
+ * when none is left (then use ordinary memory: it works, with a copy more). 64-byte aligned. */
+SRCNIC_API void *srcnic_nic_mem_alloc(srcnic_nic_t *nic, size_t size);
+SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
+
 /* --- counters -------------------------------------------------------------------------- */
 
 #define SRCNIC_FOREACH_COUNTER(_) \

@@ -45,6 +45,8 @@ struct TxMsg {
     uint32_t read_placed = 0;  // READ: response bytes placed so far
     uint32_t req_psn = 0;      // answers: first PSN of the request answered
     uint32_t peer_qpn = 0;     // dst_qpn on the wire
+    uint32_t job_key = 0;      // job_key on the wire: the posting QP owner's (requests), the
+                               // request's (answers)
     uint32_t local_qpn = 0;    // src_qpn on the wire (requests: the posting QP)
     QpContext *qp = nullptr;   // requests: the QP that completes it; nullptr once cancelled
     Owner *owner = nullptr;    // READ_RESP: whose memory it reads (nullptr once that stopped)
@@ -76,7 +78,11 @@ struct alignas(64) Connection {
     uint32_t id = 0;               // slot | gen << 16 (never 0)
     LinkAddr peer_addr;            // remote NIC's link address
     uint64_t peer_nic = 0;         // remote NIC incarnation
+    uint32_t peer_job_key = 0;     // job key of the peer's latest packet (a NIC serving several
+                                   // owners stamps its acknowledgements with it)
     uint32_t peer_conn = 0;        // remote connection id, 0 until learned
+    uint32_t mirror = 0;           // a connection of this NIC to itself: the id of the one
+                                   // that receives what it sends (PROTOCOL.md §5.7), else 0
     uint32_t seg_payload = 0;      // payload bytes per packet on the path to the peer
     uint32_t window = 0;           // packets in flight, and reorder slots (config, or by path)
     uint32_t short_window = 0;     // messages in flight whose last packet is not full (config,
@@ -146,6 +152,9 @@ struct alignas(64) Connection {
         QpContext *qp = nullptr;   // SEND: receiving QP
         srcnic_recv_wqe_t rwqe{};  // SEND: the buffer taken from its receive ring
         uint32_t offset = 0;       // SEND: bytes placed
+        uint32_t first_psn = 0;    // PSN of its first segment (what an error answer names)
+        int16_t refusal = 0;       // a status to refuse it with at its next segment (its QP
+                                   // went away mid-message); 0 = none
         uint32_t src_qpn = 0;
         uint32_t imm = 0;
         uint32_t length = 0;
@@ -153,6 +162,13 @@ struct alignas(64) Connection {
 
     // --- scheduling ---
     bool in_active = false;        // on the NIC's list of connections with work or timers
+
+    // --- statistics (the agent's status report) ---
+    uint64_t tx_bytes = 0;         // datagram bytes sent, retransmissions included
+    uint64_t rx_bytes = 0;         // datagram bytes received on it
+    uint32_t tx_packets = 0;       // datagrams sent (wraps)
+    uint32_t rx_packets = 0;       // datagrams received (wraps)
+    uint32_t retransmits = 0;      // packets sent again (wraps)
 
     bool unacked() const { return acked_psn != send_psn; }
     // A new packet may go: within the window, the short window and the full window.

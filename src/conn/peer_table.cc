@@ -7,6 +7,8 @@
 #include "core/nic_config.h"
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 
 namespace srcnic {
 
@@ -20,7 +22,13 @@ Connection *Nic::conn_by_id(uint32_t id)
     return (c->state == ConnState::kOpen && c->id == id) ? c : nullptr;
 }
 
-Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
+Connection *Nic::self_receiver(uint32_t sender)
+{
+    const Connection *x = conn_by_id(sender);
+    return x != nullptr && x->mirror != 0 ? conn_by_id(x->mirror) : nullptr;
+}
+
+Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped)
 {
     if (free_slots_.empty() && conns_.size() <= config_.max_connections) {
         conns_.emplace_back(new Connection());
@@ -66,7 +74,9 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic)
     }
     std::fill(reorder.get(), reorder.get() + c->window, -1);
     c->reorder = std::move(reorder);
-    conn_by_addr_[addr] = slot;
+    if (mapped) {
+        conn_by_addr_[addr] = slot;
+    }
     ++num_conns_;
     count(SRCNIC_CNT_CONN_OPENED);
     SRCNIC_LOG_DEBUG("connection %u opened to %s (nic %llx)", c->id, addr.to_string().c_str(),
@@ -117,6 +127,28 @@ void Nic::conn_release(Connection *c)
     c->id = 0;
     free_slots_.push_back(slot);
     --num_conns_;
+}
+
+std::string Nic::peers_json() const
+{
+    std::string j = "[";
+    char buf[512];
+    for (size_t slot = 1; slot < conns_.size(); ++slot) {
+        const Connection &c = *conns_[slot];
+        if (c.state != ConnState::kOpen) {
+            continue;
+        }
+        std::snprintf(buf, sizeof(buf),
+                      "%s{\"id\":%u,\"peer\":\"%s\",\"incarnation\":\"%" PRIx64
+                      "\",\"window\":%u,\"srtt_us\":%u,\"rto_us\":%u,\"unacked\":%u,"
+                      "\"tx_packets\":%u,\"tx_bytes\":%" PRIu64 ",\"rx_packets\":%u,"
+                      "\"rx_bytes\":%" PRIu64 ",\"retransmits\":%u}",
+                      j.size() > 1 ? "," : "", c.id, c.peer_addr.to_string().c_str(), c.peer_nic,
+                      c.window, c.srtt_us, c.rto_us, c.send_psn - c.acked_psn, c.tx_packets,
+                      c.tx_bytes, c.rx_packets, c.rx_bytes, c.retransmits);
+        j += buf;
+    }
+    return j + "]";
 }
 
 void Nic::activate(Connection *c)

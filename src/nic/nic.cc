@@ -448,6 +448,7 @@ void Nic::qp_detach(QpContext *ctx)
         if (c.inbound.active && c.inbound.qp == ctx) {
             c.inbound.qp = nullptr;
             c.inbound.discard = true;
+            c.inbound.refusal = SRCNIC_ERR_UNREACHABLE;   // answered at its next segment
         }
     }
     const uint32_t slot = (ctx->qpn() & 0xffff) - 1;

@@ -21,6 +21,7 @@
 
 #include <srcnic/srcnic.h>
 
+#include <cstdlib>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -59,6 +60,11 @@ struct srcnic_nic {
     virtual size_t conn_state_bytes() const = 0;
     // The protection domain whose regions this NIC's peers may access.
     virtual srcnic_pd *pd() const = 0;
+    // Memory the NIC reads and writes without a copy (srcnic_nic_mem_alloc).
+    virtual void *mem_alloc(size_t size) = 0;
+    virtual void mem_free(void *ptr, size_t size) = 0;
+    // An attachment to the node agent (else this process's own engine).
+    virtual bool attached() const = 0;
 };
 
 struct srcnic_pd {
@@ -129,6 +135,10 @@ public:
     // into it is refused, and its number is never reused by the next QP in its slot.
     void qp_detach(QpContext *ctx);
     unsigned qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag);
+    // Serve QPs of several owners, each with its job key (the agent): the header stage accepts
+    // any key, and a request reaches only a QP whose owner's key it carries (PROTOCOL.md §4).
+    // Set before the NIC carries traffic.
+    void serve_several_owners() { several_owners_ = true; }
     // The owner is going away: every READ answer still reading its memory stops (the rest of
     // each goes as an error answer), so that nothing is read from it again.
     void owner_release(Owner *owner);
@@ -160,7 +170,13 @@ public:
     uint64_t counter(srcnic_counter_t c) const override { return counters_[c]; }
     unsigned num_connections() const override { return num_conns_; }
     size_t conn_state_bytes() const override;
+    // The open connections as a JSON array: peer, its incarnation, window, round trip, and
+    // what went each way (the agent's status report).
+    std::string peers_json() const;
     srcnic_pd *pd() const override { return pd_; }
+    void *mem_alloc(size_t size) override { return std::aligned_alloc(64, (size + 63) & ~size_t(63)); }
+    void mem_free(void *ptr, size_t) override { std::free(ptr); }
+    bool attached() const override { return false; }
     // Registration in pd() and the WQE check of this NIC's posts (tests).
     srcnic_status_t mr_reg(void *addr, size_t length, unsigned access, srcnic_mr_t **mr_p)
     {
@@ -183,7 +199,11 @@ private:
 
     // --- peer table (conn/peer_table.cc) ---
     Connection *conn_by_id(uint32_t id);
-    Connection *conn_open(const LinkAddr &addr, uint64_t peer_nic);
+    // mapped: found by its peer's address (dest_create, packets without our id); a connection
+    // that receives what this NIC sends itself is not (it is found through its mirror).
+    Connection *conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped = true);
+    // The connection that receives what this NIC's own connection `sender` sends it, or nullptr.
+    Connection *self_receiver(uint32_t sender);
     void conn_fail(Connection *c, srcnic_status_t status);
     void conn_release(Connection *c);
     void activate(Connection *c);
@@ -211,11 +231,11 @@ private:
     // are staged (tx_stage). False if space does not have them (a bad address, a host gone).
     bool gather_from(AddrSpace &space, struct iovec *iov, uint32_t iovcnt);
     void tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm);
-    void tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn);
+    void tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn, uint32_t job_key);
     void fill_ack(Connection *c, PacketHeader *h);
     // The next packet of the transmit batch (flushed first if full): its header, with the
     // gather list behind it at *iov_p. Never null: a flush always empties the batch.
-    PacketHeader *tx_slot(const LinkAddr &dst, struct iovec **iov_p);
+    PacketHeader *tx_slot(const LinkAddr &dst, uint32_t job_key, struct iovec **iov_p);
     void tx_commit(uint32_t iovcnt, Connection *c);
     void tx_flush();
     void check_timers(Connection *c, uint64_t now, bool after_rx);
@@ -269,6 +289,10 @@ private:
     // False if no answer could be queued (the packet is then refused as receiver-not-ready).
     bool refuse_message(Connection *c, const PacketHeader &h, srcnic_status_t status,
                         srcnic_counter_t counter);
+    // Refuses the message whose segment h is, after some of it was consumed (its target went
+    // away, or a segment is refused): error answer naming its first PSN, the rest consumed
+    // untouched. False if no answer could be queued (h is then refused as receiver-not-ready).
+    bool refuse_rest(Connection *c, const PacketHeader &h, srcnic_status_t status);
     void abort_inbound(Connection *c, srcnic_status_t status);
 
     // --- completer (completer.cc): answers to our requests ---
@@ -329,6 +353,14 @@ private:
     std::unique_ptr<srcnic_pd> own_pd_;   // when the config names no protection domain
     srcnic_pd *pd_ = nullptr;       // whose regions remote accesses may touch
     Owner own_;                     // this process: the owner of qp_create's QPs
+    bool several_owners_ = false;   // serve_several_owners()
+    // The QP request h names, if its sender may reach it: nullptr for a number no QP has, or
+    // (several owners) a QP whose owner's job key the request does not carry.
+    QpContext *request_qp(const PacketHeader &h) const
+    {
+        QpContext *qp = qp_by_num(h.dst_qpn);
+        return qp != nullptr && (!several_owners_ || qp->owner()->job_key == h.job_key) ? qp : nullptr;
+    }
     std::vector<Owner *> notified_; // see notify_completion
 
     // Grows on demand; slot 0 unused (id 0 means "unknown"). Connections are allocated one by

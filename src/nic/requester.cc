@@ -86,6 +86,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
             m->qp = qp;
             m->local_qpn = qp->qpn();
             m->peer_qpn = wqe.dest.qpn;
+            m->job_key = qp->owner()->job_key;
             const uint64_t length = wqe_length(wqe);
             m->length = static_cast<uint32_t>(length);
             switch (wqe.opcode) {

@@ -29,6 +29,12 @@ SRCNIC_HOT bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t
         count(SRCNIC_CNT_DROP_BAD_RESPONSE);          // a middle segment without its first
         return true;
     } else if (in.discard) {
+        if (in.refusal != 0) {
+            // Its QP went away mid-message: the sender learns it from an error answer.
+            const srcnic_status_t why = static_cast<srcnic_status_t>(in.refusal);
+            in.refusal = 0;
+            return refuse_rest(c, h, why);
+        }
         if (h.flags & kFlagLast) {
             in = Connection::Inbound();
         }
@@ -47,7 +53,7 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
 {
     Connection::Inbound &in = c->inbound;
     if (h.flags & kFlagFirst) {
-        QpContext *qp = qp_by_num(h.dst_qpn);
+        QpContext *qp = request_qp(h);
         srcnic_status_t refuse = SRCNIC_OK;
         srcnic_recv_wqe_t rwqe;
         if (qp == nullptr) {
@@ -68,6 +74,7 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
         in = Connection::Inbound();
         in.active = true;
         in.opcode = h.opcode;
+        in.first_psn = h.psn;
         in.qp = qp;
         in.rwqe = rwqe;
         qp->rq().pop();
@@ -93,10 +100,15 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
             std::memcpy(to, payload, h.payload_len);
         } else if (!space.write(addr, payload, h.payload_len)) {
             // The posted buffer is not the host's memory (or the host is gone): the receive
-            // fails there, and the rest of the message is consumed untouched.
-            abort_inbound(c, SRCNIC_ERR_INVALID_ADDR);
-            in.active = in.discard = !(h.flags & kFlagLast);
-            in.opcode = h.opcode;
+            // fails there with INVALID_ADDR, the sender's with IO_ERROR, and the rest of the
+            // message is consumed untouched.
+            QpContext *qp = in.qp;
+            const uint64_t wr_id = in.rwqe.wr_id;
+            const uint32_t src_qpn = in.src_qpn;
+            if (!refuse_rest(c, h, SRCNIC_ERR_IO_ERROR)) {
+                return false;
+            }
+            qp->complete(make_cqe(wr_id, SRCNIC_ERR_INVALID_ADDR, SRCNIC_OP_RECV, 0, 0, src_qpn, c->id));
             return true;
         }
     }
@@ -116,7 +128,7 @@ uint8_t *Nic::send_target(const Connection *c, const PacketHeader &h)
     // The checks respond and respond_send make before they place a segment, in their order.
     const Connection::Inbound &in = c->inbound;
     if (h.flags & kFlagFirst) {
-        const QpContext *qp = qp_by_num(h.dst_qpn);
+        const QpContext *qp = request_qp(h);
         srcnic_recv_wqe_t rwqe;
         if (in.active || qp == nullptr || !qp->can_take() || !qp->rq().peek(&rwqe)) {
             return nullptr;
@@ -138,7 +150,7 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
     Connection::Inbound &in = c->inbound;
     // An access names the QP of the process whose memory it targets (§6): its registrations
     // are the only ones the key is looked up in.
-    QpContext *qp = qp_by_num(h.dst_qpn);
+    QpContext *qp = request_qp(h);
     if (h.flags & kFlagFirst) {
         if (qp == nullptr) {
             return refuse_message(c, h, SRCNIC_ERR_UNREACHABLE, SRCNIC_CNT_NO_SUCH_QP);
@@ -150,18 +162,19 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
         in = Connection::Inbound();
         in.active = !(h.flags & kFlagLast);
         in.opcode = h.opcode;
+        in.first_psn = h.psn;
         in.length = h.msg_len;
     }
-    // Every segment is checked on its own too: a forged middle segment touches nothing.
-    if (qp == nullptr ||
-        !qp->owner()->mrs.check(h.rkey, h.addr, h.payload_len, SRCNIC_ACCESS_REMOTE_WRITE) ||
+    // Every segment is checked on its own too: a forged middle segment touches nothing, and
+    // the message is refused from there on (its target went away, or it never was).
+    if (qp == nullptr) {
+        count(SRCNIC_CNT_NO_SUCH_QP);
+        return refuse_rest(c, h, SRCNIC_ERR_UNREACHABLE);
+    }
+    if (!qp->owner()->mrs.check(h.rkey, h.addr, h.payload_len, SRCNIC_ACCESS_REMOTE_WRITE) ||
         !qp->owner()->space.write(h.addr, payload, h.payload_len)) {
         count(SRCNIC_CNT_ACCESS_ERRORS);
-        in.discard = !(h.flags & kFlagLast);
-        if (h.flags & kFlagLast) {
-            in = Connection::Inbound();
-        }
-        return true;
+        return refuse_rest(c, h, SRCNIC_ERR_REMOTE_ACCESS);
     }
     if (h.flags & kFlagLast) {
         in = Connection::Inbound();
@@ -171,7 +184,7 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
 
 bool Nic::respond_read(Connection *c, const PacketHeader &h)
 {
-    QpContext *qp = qp_by_num(h.dst_qpn);
+    QpContext *qp = request_qp(h);
     if (qp == nullptr || !qp->owner()->mrs.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_READ)) {
         const srcnic_status_t status = qp == nullptr ? SRCNIC_ERR_UNREACHABLE : SRCNIC_ERR_REMOTE_ACCESS;
         if (!answer_error(c, h, status)) {
@@ -191,6 +204,7 @@ bool Nic::respond_read(Connection *c, const PacketHeader &h)
     m->length = h.msg_len;
     m->npkts = h.msg_len == 0 ? 1 : (h.msg_len + c->seg_payload - 1) / c->seg_payload;
     m->owner = qp->owner();
+    m->job_key = h.job_key;
     m->src_addr = h.addr;
     m->req_psn = h.psn;
     m->local_qpn = h.dst_qpn;
@@ -227,6 +241,7 @@ bool Nic::answer_error(Connection *c, const PacketHeader &h, srcnic_status_t sta
     }
     m->kind = TxMsg::Kind::kErrorResponse;
     m->opcode = static_cast<uint8_t>(Opcode::kERR_RESP);
+    m->job_key = h.job_key;
     m->status = static_cast<int16_t>(status);
     m->length = 0;
     m->npkts = 1;
@@ -238,6 +253,23 @@ bool Nic::answer_error(Connection *c, const PacketHeader &h, srcnic_status_t sta
     SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "refused %s psn %u from %s: %s",
                            opcode_info(h.opcode).name, h.psn, c->peer_addr.to_string().c_str(),
                            srcnic_status_string(status));
+    return true;
+}
+
+bool Nic::refuse_rest(Connection *c, const PacketHeader &h, srcnic_status_t status)
+{
+    Connection::Inbound &in = c->inbound;
+    PacketHeader first = h;
+    first.psn = (h.flags & kFlagFirst) ? h.psn : in.first_psn;
+    if (!answer_error(c, first, status)) {
+        return false;
+    }
+    in = Connection::Inbound();
+    if (!(h.flags & kFlagLast)) {
+        in.active = in.discard = true;
+        in.opcode = h.opcode;
+        in.first_psn = first.psn;
+    }
     return true;
 }
 

@@ -52,7 +52,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     PacketHeader h;
     uint8_t *placed;
     const HeaderError err = check_header_placing(
-        data, len, config_.job_key, &h,
+        data, len, several_owners_ ? kAnyJobKey : static_cast<int64_t>(config_.job_key), &h,
         [this, &src](const PacketHeader &hh) { return place_target(hh, src); }, &placed);
     if (err != HeaderError::kOk) {
         count(drop_counter(err));
@@ -70,18 +70,23 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         // Meant for an earlier incarnation of this NIC (§5.6): tell the sender.
         count(SRCNIC_CNT_DROP_WRONG_NIC);
         if (!is_rst) {
-            tx_reset(src, h.src_nic, h.src_conn);
+            tx_reset(src, h.src_nic, h.src_conn, h.job_key);
         }
         buf_free(buf);
         return;
     }
 
+    // A packet of this NIC to itself (§5.7): what one of its connections sends, another
+    // receives, as between two NICs, so that neither direction's queue waits on the other's.
+    const bool from_self = h.src_nic == addr_.incarnation && src == link_->local_addr();
     Connection *c = nullptr;
     if (h.dst_conn != 0) {
         c = conn_by_id(h.dst_conn);
         if (c != nullptr && c->peer_addr != src) {
             c = nullptr;
         }
+    } else if (from_self) {
+        c = self_receiver(h.src_conn);
     } else {
         auto it = conn_by_addr_.find(src);
         if (it != conn_by_addr_.end()) {
@@ -112,20 +117,29 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         }
         if (!is_syn || h.dst_conn != 0 || !opcode_info(h.opcode).sequenced) {
             count(h.dst_conn != 0 ? SRCNIC_CNT_DROP_WRONG_GEN : SRCNIC_CNT_DROP_NO_CONN);
-            tx_reset(src, h.src_nic, h.src_conn);
+            tx_reset(src, h.src_nic, h.src_conn, h.job_key);
             buf_free(buf);
             return;
         }
-        c = conn_open(src, h.src_nic);
+        c = conn_open(src, h.src_nic, !from_self);
         if (c == nullptr) {
-            tx_reset(src, h.src_nic, h.src_conn);
+            tx_reset(src, h.src_nic, h.src_conn, h.job_key);
             buf_free(buf);
             return;
+        }
+        if (from_self) {
+            if (Connection *sender = conn_by_id(h.src_conn)) {
+                sender->mirror = c->id;
+            }
+            c->mirror = h.src_conn;
         }
     }
     if (c->peer_conn == 0) {
         c->peer_conn = h.src_conn;
     }
+    c->peer_job_key = h.job_key;
+    ++c->rx_packets;
+    c->rx_bytes += len;
     if (opcode_info(h.opcode).sequenced) {
         rx_sequenced(c, buf, data, len, h, placed);
     } else {

@@ -40,7 +40,7 @@ uint32_t gather(const srcnic_wqe_t &wqe, uint32_t offset, uint32_t len, struct i
 
 } // namespace
 
-SRCNIC_HOT PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
+SRCNIC_HOT PacketHeader *Nic::tx_slot(const LinkAddr &dst, uint32_t job_key, struct iovec **iov_p)
 {
     if (tx_count_ == kTxBatch || tx_batch_bytes_ >= kTxBatchBytes) {
         tx_flush();   // empties the batch, whatever the link took
@@ -48,7 +48,7 @@ SRCNIC_HOT PacketHeader *Nic::tx_slot(const LinkAddr &dst, struct iovec **iov_p)
     PacketHeader *h = &tx_pkts_[tx_count_].h;
     // Built whole, which the compiler stores as vector words; a memset of the 96 bytes becomes
     // `rep stosq` under generic tuning, tens of cycles to start, on every packet.
-    const PacketHeader init{kWireVersion, 0, 0, config_.job_key, addr_.incarnation};
+    const PacketHeader init{kWireVersion, 0, 0, job_key, addr_.incarnation};
     *h = init;
     tx_dgrams_[tx_count_].dst = dst;
     tx_iov_[tx_count_][0].iov_base = h;
@@ -99,8 +99,13 @@ SRCNIC_HOT void Nic::tx_flush()
         sent += n;
     }
     for (uint32_t i = 0; i < sent; ++i) {
+        const uint64_t bytes = sizeof(PacketHeader) + tx_pkts_[i].h.payload_len;
         count(SRCNIC_CNT_TX_PACKETS);
-        count(SRCNIC_CNT_TX_BYTES, sizeof(PacketHeader) + tx_pkts_[i].h.payload_len);
+        count(SRCNIC_CNT_TX_BYTES, bytes);
+        if (Connection *c = tx_conn_[i]) {
+            ++c->tx_packets;
+            c->tx_bytes += bytes;
+        }
     }
     // The link would block: forget what it did not take. Sequenced packets are marked for
     // retransmission (their payload stays with the message), acks are owed again.
@@ -182,7 +187,7 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
         return nullptr;   // acknowledged and completed meanwhile
     }
     struct iovec *iov;
-    PacketHeader *h = tx_slot(c->peer_addr, &iov);
+    PacketHeader *h = tx_slot(c->peer_addr, m->job_key, &iov);
     const uint32_t seg = psn - m->psn_first;
     const uint32_t offset = seg * c->seg_payload;
     const uint32_t plen = m->length > offset ? std::min(c->seg_payload, m->length - offset) : 0;
@@ -268,6 +273,7 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     tx_commit(iovcnt, c);
     if (retransmit) {
         count(SRCNIC_CNT_RETRANSMITS);
+        ++c->retransmits;
         if (c->rtt_timing && psn == c->rtt_psn) {
             c->rtt_timing = false;   // Karn: an ack of it may answer either transmission
         }
@@ -278,7 +284,7 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
 void Nic::tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm)
 {
     struct iovec *iov;
-    PacketHeader *h = tx_slot(c->peer_addr, &iov);
+    PacketHeader *h = tx_slot(c->peer_addr, several_owners_ ? c->peer_job_key : config_.job_key, &iov);
     h->opcode = static_cast<uint8_t>(op);
     h->dst_nic = c->peer_nic;
     h->src_conn = c->id;
@@ -292,10 +298,10 @@ void Nic::tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm)
     }
 }
 
-void Nic::tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn)
+void Nic::tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn, uint32_t job_key)
 {
     struct iovec *iov;
-    PacketHeader *h = tx_slot(to, &iov);
+    PacketHeader *h = tx_slot(to, several_owners_ ? job_key : config_.job_key, &iov);
     h->opcode = static_cast<uint8_t>(Opcode::kRST);
     h->dst_nic = to_nic;
     h->dst_conn = to_conn;

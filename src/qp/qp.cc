@@ -66,14 +66,81 @@ Qp::Qp(srcnic_nic *nic, uint32_t qpn, const QpRingLayout &layout, void *block, s
 {
 }
 
+void Qp::keep_records()
+{
+    const uint32_t n = layout_.sq_size + layout_.rq_size;
+    records_.reset(new Record[n]());
+    free_records_.reserve(n);
+    for (uint32_t i = n; i-- > 0;) {
+        free_records_.push_back(i);
+    }
+}
+
+uint32_t Qp::record(uint64_t wr_id, uint8_t opcode)
+{
+    if (free_records_.empty()) {
+        return UINT32_MAX;
+    }
+    const uint32_t i = free_records_.back();
+    free_records_.pop_back();
+    records_[i] = Record{wr_id, opcode, true};
+    return i;
+}
+
+srcnic_status_t Qp::complete_locally(uint64_t wr_id, uint8_t opcode, bool recv)
+{
+    local_cq_.push_back(make_cqe(wr_id, fail_status_, opcode, 0));
+    ++(recv ? recvs_outstanding_ : sends_outstanding_);
+    return SRCNIC_OK;
+}
+
+void Qp::fail_all(srcnic_status_t status)
+{
+    if (fail_status_ != 0 || !records_) {
+        return;
+    }
+    fail_status_ = static_cast<int16_t>(status);
+    // What the NIC end completed before it went comes first, in its order.
+    srcnic_cqe_t cqe;
+    while (cq_.peek(&cqe)) {
+        cq_.pop();
+        if (cqe.wr_id < layout_.sq_size + layout_.rq_size && records_[cqe.wr_id].live) {
+            Record &r = records_[cqe.wr_id];
+            r.live = false;
+            free_records_.push_back(static_cast<uint32_t>(cqe.wr_id));
+            cqe.wr_id = r.wr_id;
+            local_cq_.push_back(cqe);
+        }
+    }
+    const uint32_t n = layout_.sq_size + layout_.rq_size;
+    for (uint32_t i = 0; i < n; ++i) {
+        Record &r = records_[i];
+        if (r.live) {
+            r.live = false;
+            free_records_.push_back(i);
+            local_cq_.push_back(make_cqe(r.wr_id, fail_status_, r.opcode, 0));
+        }
+    }
+}
+
 srcnic_status_t Qp::post_send(const srcnic_wqe_t &wqe)
 {
     srcnic_status_t status = validate_wqe(wqe, max_msg_);
     if (status != SRCNIC_OK) {
         return status;
     }
-    if (sends_outstanding_ >= sq_.size() || !sq_.push(wqe)) {
+    if (sends_outstanding_ >= sq_.size() || sq_.full()) {
         return SRCNIC_ERR_NO_RESOURCE;
+    }
+    if (records_) {
+        if (fail_status_ != 0) {
+            return complete_locally(wqe.wr_id, wqe.opcode, false);
+        }
+        srcnic_wqe_t w = wqe;
+        w.wr_id = record(wqe.wr_id, wqe.opcode);
+        sq_.push(w);
+    } else {
+        sq_.push(wqe);
     }
     ++sends_outstanding_;
     return SRCNIC_OK;
@@ -81,8 +148,18 @@ srcnic_status_t Qp::post_send(const srcnic_wqe_t &wqe)
 
 srcnic_status_t Qp::post_recv(const srcnic_recv_wqe_t &wqe)
 {
-    if (recvs_outstanding_ >= rq_.size() || !rq_.push(wqe)) {
+    if (recvs_outstanding_ >= rq_.size() || rq_.full()) {
         return SRCNIC_ERR_NO_RESOURCE;
+    }
+    if (records_) {
+        if (fail_status_ != 0) {
+            return complete_locally(wqe.wr_id, SRCNIC_OP_RECV, true);
+        }
+        srcnic_recv_wqe_t w = wqe;
+        w.wr_id = record(wqe.wr_id, SRCNIC_OP_RECV);
+        rq_.push(w);
+    } else {
+        rq_.push(wqe);
     }
     ++recvs_outstanding_;
     return SRCNIC_OK;
@@ -91,14 +168,32 @@ srcnic_status_t Qp::post_recv(const srcnic_recv_wqe_t &wqe)
 unsigned Qp::poll_cq(srcnic_cqe_t *cqes, unsigned max)
 {
     unsigned n = 0;
+    if (records_) {
+        while (n < max && !local_cq_.empty()) {
+            cqes[n++] = local_cq_.front();
+            local_cq_.pop_front();
+        }
+    }
     while (n < max && cq_.peek(&cqes[n])) {
         cq_.pop();
-        if (cqes[n].opcode == SRCNIC_OP_RECV) {
+        if (records_) {
+            const uint64_t i = cqes[n].wr_id;
+            if (i >= layout_.sq_size + layout_.rq_size || !records_[i].live) {
+                continue;   // (the agent never writes one)
+            }
+            records_[i].live = false;
+            free_records_.push_back(static_cast<uint32_t>(i));
+            cqes[n].wr_id = records_[i].wr_id;
+        }
+        ++n;
+    }
+    // Outstanding counts drop for what was returned.
+    for (unsigned i = 0; i < n; ++i) {
+        if (cqes[i].opcode == SRCNIC_OP_RECV) {
             --recvs_outstanding_;
         } else {
             --sends_outstanding_;
         }
-        ++n;
     }
     return n;
 }

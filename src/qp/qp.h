@@ -18,6 +18,9 @@
 #include <srcnic/srcnic.h>
 
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
 
 struct srcnic_qp {
     virtual ~srcnic_qp() = default;
@@ -62,6 +65,7 @@ struct Owner {
     bool trusted = true;        // its rings are written by this process's own API calls, which
                                 // validated every entry: the NIC need not check them again
     bool notify_pending = false; // completions written since the agent last woke it (agent)
+    void *user = nullptr;       // the agent's record of the process
 };
 
 // The NIC's end of a QP.
@@ -122,9 +126,27 @@ public:
     unsigned poll_cq(srcnic_cqe_t *cqes, unsigned max);
     unsigned outstanding() const { return sends_outstanding_ + recvs_outstanding_; }
     bool sq_empty() const { return sq_.used() == 0; }
-    bool cq_empty() const { return cq_.empty(); }
+    bool cq_empty() const { return cq_.empty() && local_cq_.empty(); }
+
+    // For a QP whose NIC end is in another process (the agent): work requests carry the index
+    // of a private record of their wr_id instead of the wr_id itself, so that if that process
+    // dies, this end knows what was outstanding and completes it itself (fail_all).
+    void keep_records();
+    // The NIC end is gone: what it already completed is polled first, then every work request
+    // still outstanding completes with status, and so does every one posted from now on.
+    void fail_all(srcnic_status_t status);
 
 private:
+    struct Record {
+        uint64_t wr_id;     // the caller's
+        uint8_t opcode;     // of its completion
+        bool live;
+    };
+    // Takes a record for wr_id; its index, or UINT32_MAX if none is free (cannot happen while
+    // outstanding work is bounded by the rings).
+    uint32_t record(uint64_t wr_id, uint8_t opcode);
+    srcnic_status_t complete_locally(uint64_t wr_id, uint8_t opcode, bool recv);
+
     srcnic_nic *const nic_;
     const uint32_t qpn_;
     const QpRingLayout layout_;
@@ -135,6 +157,10 @@ private:
     RingReader<srcnic_cqe_t> cq_;
     uint32_t sends_outstanding_ = 0; // send WQEs posted and not yet polled (<= sq size)
     uint32_t recvs_outstanding_ = 0; // receive WQEs posted and not yet polled (<= rq size)
+    std::unique_ptr<Record[]> records_;   // keep_records(): sq + rq of them, else null
+    std::vector<uint32_t> free_records_;
+    std::deque<srcnic_cqe_t> local_cq_;   // completions this end wrote (fail_all)
+    int16_t fail_status_ = 0;             // fail_all's status, 0 while the NIC end lives
 };
 
 } // namespace srcnic

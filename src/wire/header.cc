@@ -32,7 +32,7 @@ const OpcodeInfo &opcode_info(uint8_t value)
     return kOpcodeTable.entries[value];
 }
 
-HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key)
+HeaderError check_header(const uint8_t *datagram, uint32_t len, int64_t job_key)
 {
     PacketHeader hdr;
     return check_header(datagram, len, job_key, &hdr);
@@ -57,9 +57,9 @@ HeaderError check_layout(const uint8_t *datagram, uint32_t len, PacketHeader *hd
     return HeaderError::kOk;
 }
 
-HeaderError check_fields(const PacketHeader &hdr, uint32_t job_key)
+HeaderError check_fields(const PacketHeader &hdr, int64_t job_key)
 {
-    if (hdr.job_key != job_key) {
+    if (job_key != kAnyJobKey && hdr.job_key != job_key) {
         return HeaderError::kWrongJobKey;
     }
     const OpcodeInfo &info = opcode_info(hdr.opcode);
@@ -81,7 +81,7 @@ uint32_t header_crc(PacketHeader hdr)
     return crc32c(0, &hdr, sizeof(hdr));
 }
 
-HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key,
+HeaderError check_header(const uint8_t *datagram, uint32_t len, int64_t job_key,
                          PacketHeader *hdr_p)
 {
     uint8_t *placed;

@@ -103,6 +103,10 @@ enum class NakReason : uint32_t {
     kRnr = 1,   // receiver not ready: no receive buffer (or no responder resources) for psn
 };
 
+// The job key a receiver that serves several jobs passes to the checks below: any key passes
+// the header stage, and each request is checked against its destination QP's (PROTOCOL.md §4).
+constexpr int64_t kAnyJobKey = -1;
+
 // Why a received datagram was dropped before reaching a connection (PROTOCOL.md §4).
 enum class HeaderError : uint8_t {
     kOk,
@@ -117,9 +121,9 @@ enum class HeaderError : uint8_t {
 
 // Checks a received datagram's header (§4 steps 1-5): everything that needs no connection
 // state. On kOk the payload is datagram[sizeof(PacketHeader) .. + payload_len).
-HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key);
+HeaderError check_header(const uint8_t *datagram, uint32_t len, int64_t job_key);
 // The same, handing the header out: *hdr is set (crc included) when the result is kOk.
-HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key,
+HeaderError check_header(const uint8_t *datagram, uint32_t len, int64_t job_key,
                          PacketHeader *hdr);
 
 // check_header in parts, for a receiver that checks a payload's CRC as it places it
@@ -129,7 +133,7 @@ HeaderError check_header(const uint8_t *datagram, uint32_t len, uint32_t job_key
 // the CRC of the header with crc = 0, to extend over the payload. check_header is
 // check_layout, then the checksum, then check_fields.
 HeaderError check_layout(const uint8_t *datagram, uint32_t len, PacketHeader *hdr);
-HeaderError check_fields(const PacketHeader &hdr, uint32_t job_key);
+HeaderError check_fields(const PacketHeader &hdr, int64_t job_key);
 uint32_t header_crc(PacketHeader hdr);
 
 // check_header that also places the payload, in the same pass as its checksum (crc32c_copy), at
@@ -137,7 +141,7 @@ uint32_t header_crc(PacketHeader hdr);
 // result is check_header's. *placed is where the payload went when the result is kOk, else
 // nullptr; a payload whose checksum failed may have been written there.
 template <typename Where>
-HeaderError check_header_placing(const uint8_t *datagram, uint32_t len, uint32_t job_key,
+HeaderError check_header_placing(const uint8_t *datagram, uint32_t len, int64_t job_key,
                                  PacketHeader *hdr, Where &&where, uint8_t **placed)
 {
     *placed = nullptr;

@@ -1,0 +1,511 @@
+// The process's side of the node agent (attach.h) and its C API (srcnic_nic_attach).
+#include "agent/attach.h"
+
+#include "agent/control.h"
+#include "core/clock.h"
+#include "core/log.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+namespace srcnic {
+namespace agent {
+
+namespace {
+
+// Lets the agent read and write this process's memory where Yama restricts it to ancestors
+// (ptrace_scope 1): any process may then attach, as UCX's cma transport and Open MPI also
+// allow; a narrower PR_SET_PTRACER(agent) would replace their setting and break theirs.
+void allow_cross_memory_attach()
+{
+    FILE *f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    if (f == nullptr) {
+        return;   // no Yama: same-user access is allowed
+    }
+    int scope = 0;
+    const bool ok = std::fscanf(f, "%d", &scope) == 1;
+    std::fclose(f);
+    if (ok && scope == 1 && prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0) {
+        SRCNIC_LOG_DEBUG("prctl(PR_SET_PTRACER_ANY) failed: %m");
+    }
+}
+
+} // namespace
+
+srcnic_status_t AttachedNic::attach(const srcnic_attach_config_t &config,
+                                    std::unique_ptr<AttachedNic> *nic_p, std::string *why)
+{
+    const std::string socket_name = config.socket[0] != '\0' ? config.socket : kDefaultSocket;
+    std::unique_ptr<AttachedNic> nic(new AttachedNic());
+    nic->sock_ = socket_connect(socket_name);
+    if (nic->sock_ < 0) {
+        *why = "no agent answers on " + socket_name + " (" + std::strerror(errno) + ")";
+        return errno == ENOENT || errno == ECONNREFUSED || errno == ENAMETOOLONG
+                   ? SRCNIC_ERR_NO_DEVICE
+                   : SRCNIC_ERR_IO_ERROR;
+    }
+
+    // The registration table the agent checks remote accesses against.
+    nic->pd_ = config.pd;
+    if (nic->pd_ == nullptr) {
+        srcnic_pd_t *pd;
+        const srcnic_status_t status = srcnic_pd_create(&pd);
+        if (status != SRCNIC_OK) {
+            *why = "cannot create a protection domain";
+            return status;
+        }
+        nic->own_pd_.reset(pd);
+        nic->pd_ = pd;
+    }
+    if (nic->pd_->mrs->fd() < 0) {
+        *why = "this process cannot share its registration table (memfd_create failed)";
+        return SRCNIC_ERR_UNSUPPORTED;
+    }
+
+    // The shared segment: the header page and the arena, sealed against resizing.
+    const size_t arena = config.arena != 0 ? config.arena : (64u << 20);
+    nic->segment_bytes_ = kHeaderBytes + ((arena + 4095) & ~size_t(4095));
+    if (nic->segment_bytes_ > kHeaderBytes + kMaxArenaBytes) {
+        *why = "arena of " + std::to_string(arena) + " bytes is larger than an agent maps (4 GiB)";
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    const int seg_fd = memfd_create("srcnic-agent-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (seg_fd < 0 || ftruncate(seg_fd, static_cast<off_t>(nic->segment_bytes_)) != 0 ||
+        fcntl(seg_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        *why = std::string("cannot create the shared segment: ") + std::strerror(errno);
+        if (seg_fd >= 0) {
+            close(seg_fd);
+        }
+        return SRCNIC_ERR_NO_MEMORY;
+    }
+    nic->segment_ = mmap(nullptr, nic->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, seg_fd, 0);
+    if (nic->segment_ == MAP_FAILED) {
+        nic->segment_ = nullptr;
+        *why = std::string("cannot map the shared segment: ") + std::strerror(errno);
+        close(seg_fd);
+        return SRCNIC_ERR_NO_MEMORY;
+    }
+    nic->hdr_ = new (nic->segment_) SharedHeader();
+    nic->arena_next_ = kHeaderBytes;
+
+    allow_cross_memory_attach();
+    // The agent proves that it can reach this process's memory by reading this word.
+    static thread_local uint64_t probe;
+    probe = now_ns() ^ (static_cast<uint64_t>(getpid()) << 32) ^ reinterpret_cast<uintptr_t>(nic.get());
+
+    AttachRequest req = {};
+    req.hdr.type = static_cast<uint32_t>(MsgType::kAttach);
+    req.hdr.length = sizeof(req);
+    req.version = kProtoVersion;
+    req.job_key = config.job_key;
+    std::snprintf(req.bind_addr, sizeof(req.bind_addr), "%s",
+                  config.bind_addr[0] != '\0' ? config.bind_addr : "127.0.0.1");
+    req.segment_base = reinterpret_cast<uint64_t>(nic->segment_);
+    req.segment_bytes = nic->segment_bytes_;
+    req.mr_slots = nic->pd_->mrs->capacity();
+    req.probe_addr = reinterpret_cast<uint64_t>(&probe);
+    req.probe_value = probe;
+    const int fds[2] = {seg_fd, nic->pd_->mrs->fd()};
+    const bool sent = send_msg(nic->sock_, &req, sizeof(req), fds, 2);
+    close(seg_fd);
+    if (!sent) {
+        *why = std::string("the agent on ") + socket_name + " closed the connection: " + std::strerror(errno);
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    AttachReply reply = {};
+    int rfds[kMaxFds];
+    unsigned nfds = 0;
+    const ssize_t n = recv_msg(nic->sock_, &reply, sizeof(reply), rfds, &nfds);
+    if (n != static_cast<ssize_t>(sizeof(reply)) ||
+        reply.hdr.type != static_cast<uint32_t>(MsgType::kAttachReply)) {
+        close_fds(rfds, nfds);
+        *why = "the agent on " + socket_name + " did not answer the attach request" +
+               (n < 0 ? std::string(": ") + std::strerror(errno) : std::string(" (closed)"));
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    if (reply.hdr.status != SRCNIC_OK) {
+        close_fds(rfds, nfds);
+        reply.error[sizeof(reply.error) - 1] = '\0';
+        *why = reply.error;
+        return static_cast<srcnic_status_t>(reply.hdr.status);
+    }
+    if (nfds != 2) {
+        close_fds(rfds, nfds);
+        *why = "the agent's answer lacks its eventfds";
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    nic->notify_fd_ = rfds[0];
+    nic->doorbell_fd_ = rfds[1];
+    nic->addr_ = reply.addr;
+    nic->max_msg_ = reply.max_msg;
+    nic->agent_pid_ = static_cast<pid_t>(reply.agent_pid);
+
+    nic->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    if (nic->epoll_fd_ < 0 || epoll_ctl(nic->epoll_fd_, EPOLL_CTL_ADD, nic->notify_fd_, &ev) != 0 ||
+        epoll_ctl(nic->epoll_fd_, EPOLL_CTL_ADD, nic->sock_, &ev) != 0) {
+        *why = std::string("epoll: ") + std::strerror(errno);
+        return SRCNIC_ERR_IO_ERROR;
+    }
+    const int flags = fcntl(nic->notify_fd_, F_GETFL);
+    fcntl(nic->notify_fd_, F_SETFL, flags | O_NONBLOCK);
+    SRCNIC_LOG_DEBUG("attached to the agent on %s (pid %d) as client %u, engine incarnation %llx",
+                     socket_name.c_str(), static_cast<int>(nic->agent_pid_), reply.client_id,
+                     static_cast<unsigned long long>(nic->addr_.incarnation));
+    *nic_p = std::move(nic);
+    return SRCNIC_OK;
+}
+
+AttachedNic::~AttachedNic()
+{
+    for (Qp *qp : qps_) {
+        delete qp;   // the agent drops its end when the socket closes
+    }
+    for (int fd : {sock_, notify_fd_, doorbell_fd_, epoll_fd_}) {
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+    if (segment_ != nullptr) {
+        munmap(segment_, segment_bytes_);
+    }
+}
+
+bool AttachedNic::call(const void *req, size_t len, MsgType reply_type, void *reply,
+                       size_t reply_len) const
+{
+    std::lock_guard<std::mutex> guard(lock_);
+    if (dead_) {
+        return false;
+    }
+    if (send_msg(sock_, req, len)) {
+        int fds[kMaxFds];
+        unsigned nfds = 0;
+        const ssize_t n = recv_msg(sock_, reply, reply_len, fds, &nfds);
+        close_fds(fds, nfds);
+        if (n == static_cast<ssize_t>(reply_len) &&
+            static_cast<const MsgHeader *>(reply)->type == static_cast<uint32_t>(reply_type)) {
+            return true;
+        }
+    }
+    die();
+    return false;
+}
+
+void AttachedNic::die() const
+{
+    if (dead_) {
+        return;
+    }
+    dead_ = true;
+    SRCNIC_LOG_ERROR("the node agent (pid %d) is gone: outstanding operations fail",
+                     static_cast<int>(agent_pid_));
+    for (Qp *qp : qps_) {
+        qp->fail_all(SRCNIC_ERR_CONNECTION_RESET);
+    }
+}
+
+bool AttachedNic::check_alive()
+{
+    if (dead_) {
+        return false;
+    }
+    // The agent never writes unasked: anything readable on the socket is its end closing.
+    struct pollfd p = {sock_, POLLIN, 0};
+    if (poll(&p, 1, 0) != 0) {
+        std::lock_guard<std::mutex> guard(lock_);
+        die();
+        return false;
+    }
+    return true;
+}
+
+void AttachedNic::doorbell()
+{
+    // Pairs with the agent's fence between setting agent_sleeping and its last look at the
+    // rings: either it sees the work, or this sees it asleep.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (hdr_->agent_sleeping.load(std::memory_order_relaxed) != 0) {
+        const uint64_t one = 1;
+        if (write(doorbell_fd_, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+            SRCNIC_LOG_RATELIMITED(LogLevel::kError, "agent doorbell: %m");
+        }
+    }
+}
+
+unsigned AttachedNic::progress()
+{
+    if (dead_) {
+        return 0;
+    }
+    const uint64_t now = now_ns();
+    if (now >= next_check_ns_) {
+        next_check_ns_ = now + kAliveCheckNs;
+        if (!check_alive()) {
+            return 1;   // completions were written
+        }
+    }
+    for (Qp *qp : qps_) {
+        if (!qp->sq_empty()) {
+            doorbell();
+            break;
+        }
+    }
+    return 0;
+}
+
+unsigned AttachedNic::transmit()
+{
+    if (!dead_) {
+        doorbell();
+    }
+    return 0;
+}
+
+srcnic_status_t AttachedNic::arm()
+{
+    if (!check_alive()) {
+        return SRCNIC_ERR_BUSY;   // completions to poll
+    }
+    uint64_t drained;
+    while (read(notify_fd_, &drained, sizeof(drained)) > 0) {
+    }
+    hdr_->client_armed.store(1, std::memory_order_relaxed);
+    // Pairs with the agent's fence between writing a completion and looking at client_armed.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (Qp *qp : qps_) {
+        if (!qp->cq_empty()) {
+            return SRCNIC_ERR_BUSY;
+        }
+        if (!qp->sq_empty()) {
+            doorbell();
+        }
+    }
+    return SRCNIC_OK;
+}
+
+uint64_t AttachedNic::arena_alloc(size_t size, size_t align)
+{
+    std::lock_guard<std::mutex> guard(lock_);
+    size = (size + align - 1) & ~(align - 1);
+    auto it = arena_free_.lower_bound(size);
+    for (; it != arena_free_.end() && it->first == size; ++it) {
+        if ((it->second & (align - 1)) == 0) {
+            const uint64_t off = it->second;
+            arena_free_.erase(it);
+            return off;
+        }
+    }
+    const uint64_t off = (arena_next_ + align - 1) & ~static_cast<uint64_t>(align - 1);
+    if (off + size > segment_bytes_) {
+        return 0;
+    }
+    arena_next_ = off + size;
+    return off;
+}
+
+void AttachedNic::arena_free(uint64_t off, size_t size)
+{
+    std::lock_guard<std::mutex> guard(lock_);
+    arena_free_.emplace((size + 63) & ~size_t(63), off);
+}
+
+void *AttachedNic::mem_alloc(size_t size)
+{
+    const uint64_t off = arena_alloc(size, 64);
+    return off != 0 ? static_cast<uint8_t *>(segment_) + off : nullptr;
+}
+
+void AttachedNic::mem_free(void *ptr, size_t size)
+{
+    if (ptr != nullptr && in_arena(ptr)) {
+        arena_free(static_cast<uint64_t>(static_cast<uint8_t *>(ptr) - static_cast<uint8_t *>(segment_)), size);
+    }
+}
+
+srcnic_status_t AttachedNic::qp_create(const srcnic_qp_config_t &config, Qp **qp_p)
+{
+    auto pow2 = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
+    if (!pow2(config.sq_size) || !pow2(config.rq_size) || config.sq_size > (1u << 16) ||
+        config.rq_size > (1u << 16)) {
+        SRCNIC_LOG_ERROR("QP ring sizes must be powers of 2 up to 65536 (sq_size=%u rq_size=%u)",
+                         config.sq_size, config.rq_size);
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    const QpRingLayout layout =
+        QpRingLayout::make<srcnic_wqe_t, srcnic_recv_wqe_t, srcnic_cqe_t>(config.sq_size, config.rq_size);
+    const uint64_t off = arena_alloc(layout.bytes, 4096);
+    if (off == 0) {
+        SRCNIC_LOG_ERROR("no room for a QP's rings (%zu bytes) in the arena shared with the agent",
+                         layout.bytes);
+        return SRCNIC_ERR_NO_MEMORY;
+    }
+    void *block = static_cast<uint8_t *>(segment_) + off;
+    std::memset(block, 0, layout.bytes);
+    QpCreateRequest req = {};
+    req.hdr.type = static_cast<uint32_t>(MsgType::kQpCreate);
+    req.hdr.length = sizeof(req);
+    req.sq_size = config.sq_size;
+    req.rq_size = config.rq_size;
+    req.ring_offset = off;
+    QpCreateReply reply = {};
+    if (!call(&req, sizeof(req), MsgType::kQpCreateReply, &reply, sizeof(reply))) {
+        arena_free(off, layout.bytes);
+        return SRCNIC_ERR_CONNECTION_RESET;
+    }
+    if (reply.hdr.status != SRCNIC_OK) {
+        arena_free(off, layout.bytes);
+        return static_cast<srcnic_status_t>(reply.hdr.status);
+    }
+    Qp *qp = new Qp(this, reply.qpn, layout, block, max_msg_);
+    qp->keep_records();
+    qps_.push_back(qp);
+    *qp_p = qp;
+    return SRCNIC_OK;
+}
+
+void AttachedNic::qp_destroy(Qp *qp)
+{
+    QpDestroyRequest req = {};
+    req.hdr.type = static_cast<uint32_t>(MsgType::kQpDestroy);
+    req.hdr.length = sizeof(req);
+    req.qpn = qp->qpn();
+    MsgHeader reply = {};
+    call(&req, sizeof(req), MsgType::kQpDestroyReply, &reply, sizeof(reply));
+    for (auto it = qps_.begin(); it != qps_.end(); ++it) {
+        if (*it == qp) {
+            qps_.erase(it);
+            break;
+        }
+    }
+    const uint64_t off = static_cast<uint64_t>(static_cast<uint8_t *>(qp->block()) - static_cast<uint8_t *>(segment_));
+    const size_t bytes = qp->layout().bytes;
+    delete qp;
+    arena_free(off, bytes);
+}
+
+unsigned AttachedNic::qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag)
+{
+    QpCancelRequest req = {};
+    req.hdr.type = static_cast<uint32_t>(MsgType::kQpCancel);
+    req.hdr.length = sizeof(req);
+    req.qpn = qp->qpn();
+    req.tag = tag;
+    req.dest = dest;
+    QpCancelReply reply = {};
+    if (!call(&req, sizeof(req), MsgType::kQpCancelReply, &reply, sizeof(reply))) {
+        return 0;   // everything outstanding has failed instead
+    }
+    return reply.cancelled;
+}
+
+srcnic_status_t AttachedNic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn,
+                                         srcnic_dest_t *dest_p)
+{
+    DestCreateRequest req = {};
+    req.hdr.type = static_cast<uint32_t>(MsgType::kDestCreate);
+    req.hdr.length = sizeof(req);
+    req.remote = remote;
+    req.remote_qpn = qpn;
+    DestCreateReply reply = {};
+    if (!call(&req, sizeof(req), MsgType::kDestCreateReply, &reply, sizeof(reply))) {
+        return SRCNIC_ERR_CONNECTION_RESET;
+    }
+    if (reply.hdr.status == SRCNIC_OK) {
+        *dest_p = reply.dest;
+    }
+    return static_cast<srcnic_status_t>(reply.hdr.status);
+}
+
+srcnic_status_t AttachedNic::dest_status(srcnic_dest_t dest) const
+{
+    DestStatusRequest req = {};
+    req.hdr.type = static_cast<uint32_t>(MsgType::kDestStatus);
+    req.hdr.length = sizeof(req);
+    req.dest = dest;
+    MsgHeader reply = {};
+    if (!call(&req, sizeof(req), MsgType::kDestStatusReply, &reply, sizeof(reply))) {
+        return SRCNIC_ERR_CONNECTION_RESET;
+    }
+    return static_cast<srcnic_status_t>(reply.status);
+}
+
+bool AttachedNic::stats(StatsReply *reply) const
+{
+    MsgHeader req = {static_cast<uint32_t>(MsgType::kStats), sizeof(MsgHeader), 0, 0};
+    return call(&req, sizeof(req), MsgType::kStatsReply, reply, sizeof(*reply));
+}
+
+uint64_t AttachedNic::counter(srcnic_counter_t c) const
+{
+    StatsReply reply = {};
+    return stats(&reply) ? reply.counters[c] : 0;
+}
+
+unsigned AttachedNic::num_connections() const
+{
+    StatsReply reply = {};
+    return stats(&reply) ? reply.num_connections : 0;
+}
+
+size_t AttachedNic::conn_state_bytes() const
+{
+    StatsReply reply = {};
+    return stats(&reply) ? reply.conn_state_bytes : 0;
+}
+
+} // namespace agent
+} // namespace srcnic
+
+using srcnic::agent::AttachedNic;
+
+extern "C" {
+
+void srcnic_attach_config_init(srcnic_attach_config_t *config)
+{
+    std::memset(config, 0, sizeof(*config));
+    std::snprintf(config->socket, sizeof(config->socket), "%s", srcnic::agent::kDefaultSocket);
+    std::snprintf(config->bind_addr, sizeof(config->bind_addr), "127.0.0.1");
+    config->arena = 64u << 20;
+}
+
+srcnic_status_t srcnic_nic_attach(const srcnic_attach_config_t *config, srcnic_nic_t **nic_p,
+                                  char *why, size_t why_len)
+{
+    std::unique_ptr<AttachedNic> nic;
+    std::string reason;
+    const srcnic_status_t status = AttachedNic::attach(*config, &nic, &reason);
+    if (status != SRCNIC_OK) {
+        if (why != nullptr && why_len != 0) {
+            std::snprintf(why, why_len, "%s", reason.c_str());
+        }
+        return status;
+    }
+    *nic_p = nic.release();
+    return SRCNIC_OK;
+}
+
+int srcnic_nic_is_attached(const srcnic_nic_t *nic)
+{
+    return nic->attached() ? 1 : 0;
+}
+
+void *srcnic_nic_mem_alloc(srcnic_nic_t *nic, size_t size)
+{
+    return nic->mem_alloc(size);
+}
+
+void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size)
+{
+    nic->mem_free(ptr, size);
+}
+
+} // extern "C"

@@ -1,0 +1,776 @@
+// The agent tier: a real srcd and processes attached to it through the srcnic API. Data between
+// processes verified byte for byte, remote access to a process that never progresses, processes
+// and agents that die, malformed ring entries, users and jobs kept apart, and leaks.
+#include "agent/agent_harness.h"
+
+#include "qp/qp.h"
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+#include <memory>
+#include <random>
+
+namespace srcnic {
+namespace test {
+namespace {
+
+constexpr double kWait = 30.0;   // bound of every wait for a completion, s
+
+// A pattern that differs for each (seed, offset).
+void fill(void *buf, size_t len, uint32_t seed)
+{
+    auto *p = static_cast<uint8_t *>(buf);
+    for (size_t i = 0; i < len; ++i) {
+        p[i] = static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff);
+    }
+}
+bool check(const void *buf, size_t len, uint32_t seed)
+{
+    const auto *p = static_cast<const uint8_t *>(buf);
+    for (size_t i = 0; i < len; ++i) {
+        if (p[i] != static_cast<uint8_t>((i * 131 + seed * 7 + (i >> 8)) & 0xff)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// What one attached process tells another to reach it.
+struct PeerInfo {
+    srcnic_nic_addr_t addr;
+    uint32_t qpn;
+    uint32_t pad;
+    uint64_t rkey;
+    uint64_t region;     // address of its registered region
+    uint64_t length;     // of the region
+};
+
+// One attachment with a QP; usable in the test process and in forked ones (errors as text).
+struct Attached {
+    srcnic_nic_t *nic = nullptr;
+    srcnic_qp_t *qp = nullptr;
+
+    std::string open(const srcnic_attach_config_t &config)
+    {
+        char why[256] = "";
+        const srcnic_status_t s = srcnic_nic_attach(&config, &nic, why, sizeof(why));
+        if (s != SRCNIC_OK) {
+            return std::string("attach: ") + srcnic_status_string(s) + ": " + why;
+        }
+        srcnic_qp_config_t qc;
+        srcnic_qp_config_init(&qc);
+        const srcnic_status_t q = srcnic_qp_create(nic, &qc, &qp);
+        return q == SRCNIC_OK ? "" : std::string("qp_create: ") + srcnic_status_string(q);
+    }
+    void close()
+    {
+        if (qp != nullptr) {
+            srcnic_qp_destroy(qp);
+            qp = nullptr;
+        }
+        if (nic != nullptr) {
+            srcnic_nic_destroy(nic);
+            nic = nullptr;
+        }
+    }
+    ~Attached() { close(); }
+
+    PeerInfo info(srcnic_mr_t *mr = nullptr, void *region = nullptr, size_t length = 0) const
+    {
+        PeerInfo i = {};
+        srcnic_nic_query_addr(nic, &i.addr);
+        i.qpn = srcnic_qp_num(qp);
+        i.rkey = mr != nullptr ? srcnic_mr_rkey(mr) : 0;
+        i.region = reinterpret_cast<uint64_t>(region);
+        i.length = length;
+        return i;
+    }
+
+    // One completion, progressing meanwhile; false after seconds.
+    bool poll(srcnic_cqe_t *cqe, double seconds = kWait) const
+    {
+        const uint64_t start = now_ns();
+        while (seconds_since(start) < seconds) {
+            srcnic_nic_progress(nic);
+            if (srcnic_poll_cq(qp, cqe, 1) == 1) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // Posts wqe and waits for its completion; its status, or "timeout".
+    std::string run(srcnic_wqe_t wqe, srcnic_status_t *status) const
+    {
+        const srcnic_status_t p = srcnic_post_send(qp, &wqe);
+        if (p != SRCNIC_OK) {
+            return std::string("post_send: ") + srcnic_status_string(p);
+        }
+        srcnic_nic_transmit(nic);
+        srcnic_cqe_t cqe;
+        if (!poll(&cqe)) {
+            return "no completion";
+        }
+        if (cqe.wr_id != wqe.wr_id) {
+            return "completion of another request";
+        }
+        *status = static_cast<srcnic_status_t>(cqe.status);
+        return "";
+    }
+};
+
+srcnic_wqe_t wqe(srcnic_opcode_t op, srcnic_dest_t dest, uint64_t wr_id, const void *local, uint32_t len,
+                 uint64_t remote_addr = 0, uint64_t rkey = 0)
+{
+    srcnic_wqe_t w = {};
+    w.wr_id = wr_id;
+    w.opcode = op;
+    w.dest = dest;
+    w.num_sge = 1;
+    w.u.sge[0].addr = reinterpret_cast<uint64_t>(local);
+    w.u.sge[0].length = len;
+    w.remote_addr = remote_addr;
+    w.rkey = rkey;
+    return w;
+}
+
+class AgentTest : public ::testing::Test {
+protected:
+    void SetUp() override { ASSERT_TRUE(agent_.start()) << "srcd did not start"; }
+
+    AgentProcess agent_;
+};
+
+const std::vector<uint32_t> kSizes = {0, 1, 100, 4096, 8192, 65000, 65536, 1u << 20, 4u << 20};
+
+TEST_F(AgentTest, attach__engine_and_status)
+{
+    Attached a;
+    ASSERT_EQ("", a.open(agent_.attach_config()));
+    EXPECT_TRUE(srcnic_nic_is_attached(a.nic));
+    srcnic_nic_addr_t addr;
+    srcnic_nic_query_addr(a.nic, &addr);
+    const std::string status = agent_.status();
+    EXPECT_EQ(addr.port, json_number(status, "port")) << status;
+    EXPECT_EQ(1, json_number(status, "clients")) << status;
+    EXPECT_EQ(static_cast<long long>(getpid()), json_number(status, "pid", status.find("\"clients\":[")))
+        << status;
+}
+
+TEST_F(AgentTest, attach__no_agent_is_no_device)
+{
+    srcnic_attach_config_t c = agent_.attach_config();
+    std::snprintf(c.socket, sizeof(c.socket), "@srcd-nobody-listens-%d", static_cast<int>(getpid()));
+    srcnic_nic_t *nic = nullptr;
+    char why[256] = "";
+    EXPECT_EQ(SRCNIC_ERR_NO_DEVICE, srcnic_nic_attach(&c, &nic, why, sizeof(why)));
+    EXPECT_NE(nullptr, std::strstr(why, "no agent answers")) << why;
+}
+
+TEST_F(AgentTest, attach__unknown_engine_address_is_explained)
+{
+    srcnic_attach_config_t c = agent_.attach_config();
+    std::snprintf(c.bind_addr, sizeof(c.bind_addr), "127.0.0.2");
+    srcnic_nic_t *nic = nullptr;
+    char why[256] = "";
+    EXPECT_EQ(SRCNIC_ERR_NO_DEVICE, srcnic_nic_attach(&c, &nic, why, sizeof(why)));
+    EXPECT_NE(nullptr, std::strstr(why, "serves no engine on 127.0.0.2")) << why;
+}
+
+// Another process receives SENDs into posted buffers (half in its shared arena, half in its
+// heap: both paths of the agent), and serves a region for WRITE and READ.
+TEST_F(AgentTest, send_write_read__every_size_verified_across_processes)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    const size_t max = kSizes.back();
+    Child peer([&](const Channel &ch) -> std::string {
+        Attached b;
+        std::string e = b.open(config);
+        if (!e.empty()) {
+            return e;
+        }
+        std::vector<void *> bufs;
+        for (size_t i = 0; i < kSizes.size(); ++i) {
+            void *buf = i % 2 ? srcnic_nic_mem_alloc(b.nic, max) : std::malloc(max);
+            if (buf == nullptr) {
+                return "no buffer";
+            }
+            bufs.push_back(buf);
+            srcnic_recv_wqe_t r = {i, reinterpret_cast<uint64_t>(buf), static_cast<uint32_t>(max), 0};
+            if (srcnic_post_recv(b.qp, &r) != SRCNIC_OK) {
+                return "post_recv";
+            }
+        }
+        std::vector<uint8_t> region(max);
+        srcnic_mr_t *mr;
+        if (srcnic_mr_reg(b.nic, region.data(), region.size(),
+                          SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, &mr) != SRCNIC_OK) {
+            return "mr_reg";
+        }
+        ch.send(b.info(mr, region.data(), region.size()));
+        for (size_t i = 0; i < kSizes.size(); ++i) {
+            srcnic_cqe_t cqe;
+            if (!b.poll(&cqe)) {
+                return "receive " + std::to_string(i) + " never came";
+            }
+            if (cqe.status != SRCNIC_OK || cqe.opcode != SRCNIC_OP_RECV || cqe.wr_id != i ||
+                cqe.byte_len != kSizes[i] || cqe.imm != i) {
+                return "receive " + std::to_string(i) + ": status " + std::to_string(cqe.status) +
+                       " length " + std::to_string(cqe.byte_len);
+            }
+            if (!check(bufs[i], kSizes[i], static_cast<uint32_t>(i))) {
+                return "receive " + std::to_string(i) + " has wrong bytes";
+            }
+        }
+        // The test writes the region, then asks for a look.
+        uint32_t seed;
+        if (!ch.recv(&seed)) {
+            return "no word from the test";
+        }
+        if (!check(region.data(), region.size(), seed)) {
+            return "the region does not hold what was written";
+        }
+        srcnic_mr_dereg(mr);
+        for (size_t i = 0; i < bufs.size(); ++i) {
+            if (i % 2) {
+                srcnic_nic_mem_free(b.nic, bufs[i], max);
+            } else {
+                std::free(bufs[i]);
+            }
+        }
+        return "";
+    });
+    PeerInfo p;
+    ASSERT_TRUE(peer.chan().recv(&p)) << peer.join();
+    Attached a;
+    ASSERT_EQ("", a.open(config));
+    srcnic_dest_t dest;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest));
+    std::vector<uint8_t> out(max), in(max);
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+        fill(out.data(), kSizes[i], static_cast<uint32_t>(i));
+        srcnic_wqe_t w = wqe(SRCNIC_OP_SEND, dest, 100 + i, out.data(), kSizes[i]);
+        w.imm = static_cast<uint32_t>(i);
+        srcnic_status_t s;
+        ASSERT_EQ("", a.run(w, &s)) << "SEND " << kSizes[i];
+        EXPECT_EQ(SRCNIC_OK, s) << "SEND " << kSizes[i];
+    }
+    for (uint32_t len : kSizes) {
+        fill(out.data(), len, len + 1);
+        srcnic_status_t s;
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 1, out.data(), len, p.region, p.rkey), &s));
+        ASSERT_EQ(SRCNIC_OK, s) << "WRITE " << len;
+        std::memset(in.data(), 0xee, len);
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, dest, 2, in.data(), len, p.region, p.rkey), &s));
+        ASSERT_EQ(SRCNIC_OK, s) << "READ " << len;
+        EXPECT_TRUE(check(in.data(), len, len + 1)) << "READ " << len << " read wrong bytes";
+    }
+    fill(out.data(), max, 77);
+    srcnic_status_t s;
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 3, out.data(), max, p.region, p.rkey), &s));
+    ASSERT_EQ(SRCNIC_OK, s);
+    const uint32_t seed = 77;
+    peer.chan().send(seed);
+    EXPECT_EQ("", peer.join());
+}
+
+// True RDMA semantics: the agent serves READ and WRITE from the memory of a process that is
+// blocked in read(2) and never calls the API.
+TEST_F(AgentTest, rdma__served_while_the_target_never_progresses)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    constexpr size_t kLen = 3 << 20;
+    Child target([&](const Channel &ch) -> std::string {
+        Attached b;
+        std::string e = b.open(config);
+        if (!e.empty()) {
+            return e;
+        }
+        std::vector<uint8_t> region(kLen);
+        fill(region.data(), kLen, 5);
+        srcnic_mr_t *mr;
+        if (srcnic_mr_reg(b.nic, region.data(), kLen,
+                          SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, &mr) != SRCNIC_OK) {
+            return "mr_reg";
+        }
+        ch.send(b.info(mr, region.data(), kLen));
+        uint32_t seed;
+        if (!ch.recv(&seed, 60)) {   // blocked here, no progress, until the test is done
+            return "no word from the test";
+        }
+        return check(region.data(), kLen, seed) ? "" : "the region does not hold what was written";
+    });
+    PeerInfo p;
+    ASSERT_TRUE(target.chan().recv(&p)) << target.join();
+    Attached a;
+    ASSERT_EQ("", a.open(config));
+    srcnic_dest_t dest;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest));
+    std::vector<uint8_t> buf(kLen);
+    srcnic_status_t s;
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, dest, 1, buf.data(), kLen, p.region, p.rkey), &s));
+    ASSERT_EQ(SRCNIC_OK, s);
+    EXPECT_TRUE(check(buf.data(), kLen, 5));
+    fill(buf.data(), kLen, 6);
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 2, buf.data(), kLen, p.region, p.rkey), &s));
+    ASSERT_EQ(SRCNIC_OK, s);
+    const uint32_t seed = 6;
+    target.chan().send(seed);
+    EXPECT_EQ("", target.join());
+}
+
+// An rkey of one process never opens another's memory, even for a peer that knows both.
+TEST_F(AgentTest, rdma__an_rkey_opens_only_its_owners_memory)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    auto serve = [&](uint32_t seed) {
+        return [&, seed](const Channel &ch) -> std::string {
+            Attached b;
+            std::string e = b.open(config);
+            if (!e.empty()) {
+                return e;
+            }
+            std::vector<uint8_t> region(4096);
+            fill(region.data(), region.size(), seed);
+            srcnic_mr_t *mr;
+            if (srcnic_mr_reg(b.nic, region.data(), region.size(), SRCNIC_ACCESS_REMOTE_READ, &mr) != SRCNIC_OK) {
+                return "mr_reg";
+            }
+            ch.send(b.info(mr, region.data(), region.size()));
+            uint32_t done;
+            ch.recv(&done, 60);
+            return "";
+        };
+    };
+    Child x(serve(1)), y(serve(2));
+    PeerInfo px, py;
+    ASSERT_TRUE(x.chan().recv(&px)) << x.join();
+    ASSERT_TRUE(y.chan().recv(&py)) << y.join();
+    Attached a;
+    ASSERT_EQ("", a.open(config));
+    srcnic_dest_t to_x, to_y;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &px.addr, px.qpn, &to_x));
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &py.addr, py.qpn, &to_y));
+    std::vector<uint8_t> buf(4096);
+    srcnic_status_t s;
+    // y's key, through x's QP: refused, nothing read.
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, to_x, 1, buf.data(), 4096, py.region, py.rkey), &s));
+    EXPECT_EQ(SRCNIC_ERR_REMOTE_ACCESS, s);
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, to_y, 2, buf.data(), 4096, py.region, py.rkey), &s));
+    EXPECT_EQ(SRCNIC_OK, s);
+    EXPECT_TRUE(check(buf.data(), 4096, 2));
+    const uint32_t done = 1;
+    x.chan().send(done);
+    y.chan().send(done);
+    EXPECT_EQ("", x.join());
+    EXPECT_EQ("", y.join());
+}
+
+// A process killed in the middle of transfers: requests to it complete (with an error once it
+// is gone), the agent frees what it held, and others go on.
+TEST_F(AgentTest, failure__client_killed_mid_transfer)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    constexpr size_t kLen = 4 << 20;
+    Child victim([&](const Channel &ch) -> std::string {
+        Attached b;
+        std::string e = b.open(config);
+        if (!e.empty()) {
+            return e;
+        }
+        std::vector<uint8_t> region(kLen);
+        srcnic_mr_t *mr;
+        if (srcnic_mr_reg(b.nic, region.data(), kLen, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE,
+                          &mr) != SRCNIC_OK) {
+            return "mr_reg";
+        }
+        ch.send(b.info(mr, region.data(), kLen));
+        uint32_t never;
+        ch.recv(&never, 120);
+        return "";
+    });
+    PeerInfo p;
+    ASSERT_TRUE(victim.chan().recv(&p)) << victim.join();
+    Attached a;
+    ASSERT_EQ("", a.open(config));
+    srcnic_dest_t dest;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest));
+    std::vector<uint8_t> buf(kLen);
+    constexpr unsigned kOps = 16;
+    for (unsigned i = 0; i < kOps; ++i) {
+        srcnic_wqe_t w = wqe(i % 2 ? SRCNIC_OP_WRITE : SRCNIC_OP_READ, dest, i, buf.data(), kLen, p.region, p.rkey);
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &w));
+    }
+    srcnic_nic_transmit(a.nic);
+    victim.kill(SIGKILL);
+    victim.join();
+    unsigned done = 0, failed = 0;
+    for (; done < kOps; ++done) {
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(a.poll(&cqe)) << "request " << done << " never completed";
+        failed += cqe.status != SRCNIC_OK;
+    }
+    // The agent lets the dead process go; a request to it then fails as to a QP that is gone.
+    const uint64_t start = now_ns();
+    std::string status;
+    while (seconds_since(start) < kWait && json_number(status = agent_.status(), "clients") != 1) {
+        usleep(10000);
+    }
+    EXPECT_EQ(1, json_number(status, "clients")) << status;
+    srcnic_status_t s;
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, dest, 99, buf.data(), 4096, p.region, p.rkey), &s));
+    EXPECT_EQ(SRCNIC_ERR_UNREACHABLE, s) << srcnic_status_string(s);
+    std::printf("%u of %u requests failed when their target was killed\n", failed, kOps);
+}
+
+// The agent killed with work outstanding: the process notices within the liveness check's
+// period, everything outstanding and everything posted later completes with an error.
+TEST_F(AgentTest, failure__agent_killed_outstanding_work_fails)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    Attached a, b;
+    ASSERT_EQ("", a.open(config));
+    ASSERT_EQ("", b.open(config));
+    PeerInfo pb = b.info();
+    srcnic_dest_t dest;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &pb.addr, pb.qpn, &dest));
+    // b posts no receive buffer: a's SENDs wait (receiver not ready) until the agent dies.
+    uint8_t byte = 1;
+    for (unsigned i = 0; i < 4; ++i) {
+        srcnic_wqe_t w = wqe(SRCNIC_OP_SEND, dest, i, &byte, 1);
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &w));
+    }
+    srcnic_nic_transmit(a.nic);
+    srcnic_recv_wqe_t r = {7, reinterpret_cast<uint64_t>(&byte), 1, 0};
+    srcnic_nic_progress(a.nic);
+    ASSERT_TRUE(agent_.stop(SIGKILL));
+    const uint64_t start = now_ns();
+    for (unsigned i = 0; i < 4; ++i) {
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(a.poll(&cqe, 5.0)) << "request " << i << " did not fail";
+        EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+    }
+    EXPECT_LT(seconds_since(start), 1.0);
+    srcnic_wqe_t w = wqe(SRCNIC_OP_SEND, dest, 9, &byte, 1);
+    ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &w));
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(a.poll(&cqe, 1.0));
+    EXPECT_EQ(9u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+    ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(b.qp, &r));
+    ASSERT_TRUE(b.poll(&cqe, 1.0));
+    EXPECT_EQ(7u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+    EXPECT_EQ(SRCNIC_ERR_BUSY, srcnic_nic_arm(a.nic));   // never sleeps on a dead agent
+}
+
+// A SIGTERM'd agent detaches everyone the same way.
+TEST_F(AgentTest, failure__agent_stopped_clients_see_it)
+{
+    Attached a;
+    ASSERT_EQ("", a.open(agent_.attach_config()));
+    ASSERT_TRUE(agent_.stop(SIGTERM));
+    uint8_t byte;
+    srcnic_recv_wqe_t r = {3, reinterpret_cast<uint64_t>(&byte), 1, 0};
+    ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(a.qp, &r));
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(a.poll(&cqe, 5.0));
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+}
+
+// An engine of another process (embedded) talks to an attached process; the agent restarts on
+// the same port: the embedded peer's next request meets the new incarnation and fails, and a
+// destination to the new one works.
+TEST_F(AgentTest, failure__agent_restart_is_a_new_incarnation_for_remote_peers)
+{
+    srcnic_config_t ec;
+    srcnic_config_init(&ec);
+    ec.rto_us = 2000;
+    srcnic_nic_t *emb;
+    ASSERT_EQ(SRCNIC_OK, srcnic_nic_create(&ec, &emb));
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    srcnic_qp_t *eqp;
+    ASSERT_EQ(SRCNIC_OK, srcnic_qp_create(emb, &qc, &eqp));
+    auto emb_send = [&](srcnic_dest_t d, uint64_t id) -> srcnic_status_t {
+        uint8_t byte = 0;
+        srcnic_wqe_t w = wqe(SRCNIC_OP_SEND, d, id, &byte, 1);
+        if (srcnic_post_send(eqp, &w) != SRCNIC_OK) {
+            return SRCNIC_ERR_IO_ERROR;
+        }
+        const uint64_t start = now_ns();
+        srcnic_cqe_t cqe;
+        while (seconds_since(start) < kWait) {
+            srcnic_nic_progress(emb);
+            if (srcnic_poll_cq(eqp, &cqe, 1) == 1) {
+                return static_cast<srcnic_status_t>(cqe.status);
+            }
+        }
+        return SRCNIC_ERR_TIMED_OUT;
+    };
+    srcnic_nic_addr_t old_addr;
+    uint32_t old_qpn;
+    {
+        Attached a;
+        ASSERT_EQ("", a.open(agent_.attach_config()));
+        uint8_t buf[16];
+        srcnic_recv_wqe_t r = {1, reinterpret_cast<uint64_t>(buf), sizeof(buf), 0};
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(a.qp, &r));
+        srcnic_nic_query_addr(a.nic, &old_addr);
+        old_qpn = srcnic_qp_num(a.qp);
+        srcnic_dest_t d;
+        ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(emb, &old_addr, old_qpn, &d));
+        EXPECT_EQ(SRCNIC_OK, emb_send(d, 1));
+        ASSERT_TRUE(agent_.stop(SIGKILL));
+    }
+    // A new agent on the same port: a new incarnation of the engine there.
+    AgentProcess again({"--port", std::to_string(old_addr.port)});
+    ASSERT_TRUE(again.start());
+    Attached b;
+    ASSERT_EQ("", b.open(again.attach_config()));
+    srcnic_nic_addr_t new_addr;
+    srcnic_nic_query_addr(b.nic, &new_addr);
+    ASSERT_EQ(old_addr.port, new_addr.port);
+    ASSERT_NE(old_addr.incarnation, new_addr.incarnation);
+    srcnic_dest_t old_dest;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(emb, &old_addr, old_qpn, &old_dest));
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, emb_send(old_dest, 2));
+    uint8_t buf[16];
+    srcnic_recv_wqe_t r = {1, reinterpret_cast<uint64_t>(buf), sizeof(buf), 0};
+    ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(b.qp, &r));
+    srcnic_dest_t new_dest;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(emb, &new_addr, srcnic_qp_num(b.qp), &new_dest));
+    EXPECT_EQ(SRCNIC_OK, emb_send(new_dest, 3));
+    srcnic_qp_destroy(eqp);
+    srcnic_nic_destroy(emb);
+}
+
+// Bad entries a process writes into its own rings behind the API's back: each malformed WQE
+// fails alone with an error completion; counters out of range detach that process and no other.
+TEST_F(AgentTest, isolation__malformed_ring_entries_fail_alone)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    Attached a, b;
+    ASSERT_EQ("", a.open(config));
+    ASSERT_EQ("", b.open(config));
+    PeerInfo pb = b.info();
+    srcnic_dest_t dest;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &pb.addr, pb.qpn, &dest));
+    // A second QP of a, written only raw (its host end's counters would not know of the
+    // entries): the rings as the agent sees them.
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    srcnic_qp_t *raw_handle;
+    ASSERT_EQ(SRCNIC_OK, srcnic_qp_create(a.nic, &qc, &raw_handle));
+    auto *raw = static_cast<Qp *>(raw_handle);
+    const QpRingLayout &l = raw->layout();
+    auto *sq = l.at<srcnic_wqe_t>(raw->block(), l.sq_off);
+    auto *cq = l.at<srcnic_cqe_t>(raw->block(), l.cq_off);
+    RingIndices *sq_idx = l.sq_idx(raw->block());
+    RingIndices *cq_idx = l.cq_idx(raw->block());
+    const unsigned seed = 1234;
+    std::mt19937 rng(seed);
+    std::printf("seed %u\n", seed);
+    uint8_t junk[64] = {};
+    struct Case {
+        const char *what;
+        std::function<void(srcnic_wqe_t &)> breaks;
+        srcnic_status_t expect;
+    };
+    const std::vector<Case> cases = {
+        {"unknown opcode", [](srcnic_wqe_t &w) { w.opcode = 77; }, SRCNIC_ERR_INVALID_PARAM},
+        {"200 gather entries", [](srcnic_wqe_t &w) { w.num_sge = 200; }, SRCNIC_ERR_INVALID_PARAM},
+        {"inline too long", [](srcnic_wqe_t &w) { w.flags = SRCNIC_WQE_FLAG_INLINE; w.inline_len = 100000; },
+         SRCNIC_ERR_INVALID_PARAM},
+        {"unknown flag", [](srcnic_wqe_t &w) { w.flags = 0x80; }, SRCNIC_ERR_INVALID_PARAM},
+        {"12 GiB message", [](srcnic_wqe_t &w) { w.num_sge = 6; for (auto &g : w.u.sge) g.length = 0x7fffffff; },
+         SRCNIC_ERR_INVALID_PARAM},
+        {"memory the process does not have", [](srcnic_wqe_t &w) { w.u.sge[0].addr = 8; },
+         SRCNIC_ERR_INVALID_ADDR},
+        {"no such destination", [](srcnic_wqe_t &w) { w.dest.peer = 0xdeadbeef; }, SRCNIC_ERR_INVALID_PARAM},
+    };
+    uint32_t produced = 0;
+    for (size_t i = 0; i < cases.size(); ++i) {
+        srcnic_wqe_t w = wqe(SRCNIC_OP_SEND, dest, 1000 + i, junk, sizeof(junk), 0, rng());
+        cases[i].breaks(w);
+        sq[produced & (l.sq_size - 1)] = w;
+        sq_idx->produced.store(++produced, std::memory_order_release);
+    }
+    srcnic_nic_transmit(a.nic);
+    const uint64_t start = now_ns();
+    while (seconds_since(start) < kWait && cq_idx->produced.load() < cases.size()) {
+        usleep(1000);
+    }
+    ASSERT_EQ(cases.size(), cq_idx->produced.load()) << "not every malformed request completed";
+    for (size_t i = 0; i < cases.size(); ++i) {
+        const srcnic_cqe_t &e = cq[i];
+        ASSERT_GE(e.wr_id, 1000u);
+        ASSERT_LT(e.wr_id, 1000u + cases.size());
+        EXPECT_EQ(cases[e.wr_id - 1000].expect, e.status) << cases[e.wr_id - 1000].what;
+    }
+    cq_idx->consumed.store(static_cast<uint32_t>(cases.size()), std::memory_order_release);
+    // a's own QP still works.
+    uint8_t byte = 3;
+    uint8_t rbuf[4];
+    srcnic_recv_wqe_t r = {5, reinterpret_cast<uint64_t>(rbuf), sizeof(rbuf), 0};
+    ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(b.qp, &r));
+    srcnic_status_t s;
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_SEND, dest, 42, &byte, 1), &s));
+    EXPECT_EQ(SRCNIC_OK, s);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(b.poll(&cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(0, json_number(agent_.status(), "faults")) << "a process was detached";
+
+    // Counters out of range: a is detached, b is not.
+    sq_idx->produced.store(produced + 100000, std::memory_order_release);
+    srcnic_nic_transmit(a.nic);
+    const uint64_t start2 = now_ns();
+    while (seconds_since(start2) < kWait && json_number(agent_.status(), "faults") != 1) {
+        usleep(5000);
+    }
+    EXPECT_EQ(1, json_number(agent_.status(), "faults"));
+    EXPECT_EQ(1, json_number(agent_.status(), "clients"));
+    ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(a.qp, &r));
+    ASSERT_TRUE(a.poll(&cqe, 5.0));
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+    // b is still served.
+    Attached c;
+    ASSERT_EQ("", c.open(config));
+    srcnic_dest_t to_b;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(c.nic, &pb.addr, pb.qpn, &to_b));
+    ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(b.qp, &r));
+    ASSERT_EQ("", c.run(wqe(SRCNIC_OP_SEND, to_b, 43, &byte, 1), &s));
+    EXPECT_EQ(SRCNIC_OK, s);
+    ASSERT_TRUE(b.poll(&cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+}
+
+// Requests reach only QPs whose owner has the request's job key.
+TEST_F(AgentTest, isolation__job_keys_keep_jobs_apart)
+{
+    Attached j1, j1b, j2;
+    ASSERT_EQ("", j1.open(agent_.attach_config(1)));
+    ASSERT_EQ("", j1b.open(agent_.attach_config(1)));
+    ASSERT_EQ("", j2.open(agent_.attach_config(2)));
+    uint8_t buf[8] = {};
+    srcnic_recv_wqe_t r = {1, reinterpret_cast<uint64_t>(buf), sizeof(buf), 0};
+    ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(j2.qp, &r));
+    ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(j1b.qp, &r));
+    PeerInfo p2 = j2.info(), p1b = j1b.info();
+    srcnic_dest_t to2, to1b;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(j1.nic, &p2.addr, p2.qpn, &to2));
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(j1.nic, &p1b.addr, p1b.qpn, &to1b));
+    uint8_t byte = 1;
+    srcnic_status_t s;
+    ASSERT_EQ("", j1.run(wqe(SRCNIC_OP_SEND, to2, 1, &byte, 1), &s));
+    EXPECT_EQ(SRCNIC_ERR_UNREACHABLE, s);
+    ASSERT_EQ("", j1.run(wqe(SRCNIC_OP_SEND, to1b, 2, &byte, 1), &s));
+    EXPECT_EQ(SRCNIC_OK, s);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(j1b.poll(&cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(0u, srcnic_poll_cq(j2.qp, &cqe, 1));
+}
+
+// Another user's process is refused unless the agent allows it (needs root to switch users).
+TEST_F(AgentTest, isolation__another_user_is_refused)
+{
+    if (geteuid() != 0) {
+        GTEST_SKIP() << "needs root to run a process as another user";
+    }
+    const srcnic_attach_config_t config = agent_.attach_config();
+    Child other([&](const Channel &) -> std::string {
+        if (setgid(65534) != 0 || setuid(65534) != 0) {
+            return "setuid";
+        }
+        srcnic_nic_t *nic = nullptr;
+        char why[256] = "";
+        const srcnic_status_t s = srcnic_nic_attach(&config, &nic, why, sizeof(why));
+        if (s != SRCNIC_ERR_REJECTED) {
+            return std::string("attach of another user: ") + srcnic_status_string(s) + ": " + why;
+        }
+        return std::strstr(why, "may not use this agent") ? "" : std::string("unclear refusal: ") + why;
+    });
+    EXPECT_EQ("", other.join());
+    EXPECT_EQ(1, json_number(agent_.status(), "refusals"));
+}
+
+// Where the agent cannot reach a process's memory (here a seccomp profile refuses cross-memory
+// attach, as ptrace_scope 3 or another user namespace would), attaching fails at once and says
+// why.
+TEST_F(AgentTest, isolation__cross_memory_attach_impossible_is_explained)
+{
+    AgentProcess confined;
+    ASSERT_TRUE(confined.start([] {
+        // EPERM for process_vm_readv and process_vm_writev, everything else allowed.
+        struct sock_filter f[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        };
+        struct sock_fprog prog = {static_cast<unsigned short>(sizeof(f) / sizeof(f[0])), f};
+        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+    }));
+    srcnic_attach_config_t c = confined.attach_config();
+    srcnic_nic_t *nic = nullptr;
+    char why[256] = "";
+    const uint64_t start = now_ns();
+    EXPECT_EQ(SRCNIC_ERR_UNSUPPORTED, srcnic_nic_attach(&c, &nic, why, sizeof(why)));
+    EXPECT_LT(seconds_since(start), 2.0);
+    EXPECT_NE(nullptr, std::strstr(why, "cross-memory attach")) << why;
+    EXPECT_NE(nullptr, std::strstr(why, "UCX_SRC_MODE=embedded")) << why;
+}
+
+// Processes that attach and die, a thousand times: the agent's descriptors and memory stay put.
+TEST_F(AgentTest, lifecycle__thousand_clients_killed_nothing_leaks)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    auto round = [&](unsigned n) {
+        for (unsigned i = 0; i < n; ++i) {
+            Child c([&](const Channel &ch) -> std::string {
+                Attached a;
+                std::string e = a.open(config);
+                if (!e.empty()) {
+                    return e;
+                }
+                uint8_t region[256];
+                srcnic_mr_t *mr;
+                srcnic_mr_reg(a.nic, region, sizeof(region), SRCNIC_ACCESS_REMOTE_READ, &mr);
+                const uint32_t ready = 1;
+                ch.send(ready);
+                uint32_t never;
+                ch.recv(&never, 60);
+                return "";
+            });
+            uint32_t ready;
+            ASSERT_TRUE(c.chan().recv(&ready)) << c.join();
+            c.kill(SIGKILL);
+            c.join();
+        }
+        const uint64_t start = now_ns();
+        while (seconds_since(start) < kWait && json_number(agent_.status(), "clients") != 0) {
+            usleep(5000);
+        }
+        ASSERT_EQ(0, json_number(agent_.status(), "clients"));
+    };
+    round(50);   // warm-up: the agent's pools and tables reach their working size
+    const size_t fds = agent_.fd_count(), rss = agent_.rss_kb();
+    const uint64_t start = now_ns();
+    round(1000);
+    std::printf("1000 attach-kill cycles in %.1f s; agent fds %zu -> %zu, rss %zu -> %zu kB\n",
+                seconds_since(start), fds, agent_.fd_count(), rss, agent_.rss_kb());
+    EXPECT_EQ(fds, agent_.fd_count());
+    EXPECT_LT(agent_.rss_kb(), rss + 4096) << "the agent's memory grew with detached processes";
+}
+
+} // namespace
+} // namespace test
+} // namespace srcnic
