@@ -87,8 +87,19 @@ typedef struct uct_src_iface_addr {
 } UCS_S_PACKED uct_src_iface_addr_t;
 
 
+/* Where the engine runs (MODE). */
+typedef enum uct_src_mode {
+    UCT_SRC_MODE_AUTO,        /* the node agent if one answers, else in this process */
+    UCT_SRC_MODE_EMBEDDED,    /* in this process */
+    UCT_SRC_MODE_AGENT,       /* the node agent (srcd), or fail */
+    UCT_SRC_MODE_LAST
+} uct_src_mode_t;
+
 typedef struct uct_src_iface_config {
     uct_iface_config_t super;
+    int                mode;             /* MODE: uct_src_mode_t */
+    char               *agent_socket;    /* AGENT_SOCKET: the agent's socket */
+    size_t             agent_arena;      /* AGENT_ARENA: memory shared with the agent, bytes */
     size_t             seg_size;         /* SEG_SIZE: bcopy/receive buffer, bytes */
     unsigned           tx_queue_len;     /* TX_QUEUE_LEN: sends in flight per iface */
     unsigned           rx_queue_len;     /* RX_QUEUE_LEN: receive buffers posted */
@@ -127,7 +138,8 @@ typedef struct uct_src_send_desc {
 
 typedef struct uct_src_iface {
     uct_base_iface_t      super;
-    srcnic_nic_t          *nic;          /* the engine (embedded mode) */
+    srcnic_nic_t          *nic;          /* the engine: in this process, or the node agent's */
+    int                   attached;      /* nic is an attachment to the node agent */
     srcnic_qp_t           *qp;           /* this iface's channel to it */
     char                  if_name[IFNAMSIZ];
     struct in_addr        ip;            /* bound address */

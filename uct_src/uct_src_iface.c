@@ -27,9 +27,35 @@
 #define UCT_SRC_RX_BATCH 32
 
 
+static const char *uct_src_mode_names[] = {
+    [UCT_SRC_MODE_AUTO]     = "auto",
+    [UCT_SRC_MODE_EMBEDDED] = "embedded",
+    [UCT_SRC_MODE_AGENT]    = "agent",
+    [UCT_SRC_MODE_LAST]     = NULL
+};
+
 static ucs_config_field_t uct_src_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_src_iface_config_t, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
+
+    {"MODE", "auto",
+     "Where the engine runs:\n"
+     " auto     - on the node agent (srcd) if one answers on AGENT_SOCKET, else in this process\n"
+     " embedded - in this process: connections per pair of processes\n"
+     " agent    - on the node agent, shared by every process of the node: connections per pair\n"
+     "            of nodes; fails if no agent answers\n"
+     "With the agent, the engine settings below (MTU to FAULT_SEED) are the agent's own.",
+     ucs_offsetof(uct_src_iface_config_t, mode), UCS_CONFIG_TYPE_ENUM(uct_src_mode_names)},
+
+    {"AGENT_SOCKET", "@srcd",
+     "The node agent's socket: @NAME for an abstract socket (one per network namespace) or a\n"
+     "path; what srcd --socket was given.",
+     ucs_offsetof(uct_src_iface_config_t, agent_socket), UCS_CONFIG_TYPE_STRING},
+
+    {"AGENT_ARENA", "64m",
+     "Memory each interface shares with the node agent for its send and receive buffers, which\n"
+     "the agent then reads and writes without a cross-memory copy; resident only as used.",
+     ucs_offsetof(uct_src_iface_config_t, agent_arena), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"SEG_SIZE", "16k",
      "Largest bcopy message and size of each receive buffer; an active message larger than\n"
@@ -503,6 +529,95 @@ static ucs_mpool_ops_t uct_src_mpool_ops = {
     .obj_str       = NULL
 };
 
+/* Chunks of an attached iface's pools: in the arena it shares with the node agent, which then
+ * reads the send buffers and writes the receive buffers without a cross-memory copy; in
+ * ordinary memory once the arena is full (the agent copies those). A chunk starts with this. */
+typedef struct {
+    size_t size;        /* bytes, this header included */
+    int    shared;      /* taken from the arena */
+    char   pad[UCS_SYS_CACHE_LINE_SIZE - sizeof(size_t) - sizeof(int)];
+} uct_src_chunk_hdr_t;
+
+static ucs_status_t uct_src_arena_chunk_alloc(ucs_mpool_t *mp, size_t *size_p, void **chunk_p)
+{
+    uct_src_iface_t *iface = *(uct_src_iface_t**)ucs_mpool_priv(mp);
+    size_t size            = *size_p + sizeof(uct_src_chunk_hdr_t);
+    uct_src_chunk_hdr_t *hdr;
+    int shared;
+
+    hdr    = srcnic_nic_mem_alloc(iface->nic, size);
+    shared = (hdr != NULL);
+    if (!shared) {
+        hdr = ucs_malloc(size, ucs_mpool_name(mp));
+        if (hdr == NULL) {
+            return UCS_ERR_NO_MEMORY;
+        }
+        ucs_debug("src: the arena shared with the agent is full: pool %s uses private memory "
+                  "(UCX_SRC_AGENT_ARENA)", ucs_mpool_name(mp));
+    }
+    hdr->size   = size;
+    hdr->shared = shared;
+    *size_p     = size - sizeof(*hdr);
+    *chunk_p    = hdr + 1;
+    return UCS_OK;
+}
+
+static void uct_src_arena_chunk_release(ucs_mpool_t *mp, void *chunk)
+{
+    uct_src_iface_t *iface   = *(uct_src_iface_t**)ucs_mpool_priv(mp);
+    uct_src_chunk_hdr_t *hdr = (uct_src_chunk_hdr_t*)chunk - 1;
+
+    if (hdr->shared) {
+        srcnic_nic_mem_free(iface->nic, hdr, hdr->size);
+    } else {
+        ucs_free(hdr);
+    }
+}
+
+static ucs_mpool_ops_t uct_src_arena_mpool_ops = {
+    .chunk_alloc   = uct_src_arena_chunk_alloc,
+    .chunk_release = uct_src_arena_chunk_release,
+    .obj_init      = NULL,
+    .obj_cleanup   = NULL,
+    .obj_str       = NULL
+};
+
+static ucs_mpool_ops_t *uct_src_iface_mpool_ops(uct_src_iface_t *iface)
+{
+    return iface->attached ? &uct_src_arena_mpool_ops : &uct_src_mpool_ops;
+}
+
+/* Attaches to the node agent (MODE auto or agent); logs why not. */
+static ucs_status_t uct_src_iface_attach(uct_src_iface_t *iface,
+                                         const uct_src_iface_config_t *config,
+                                         uct_src_md_t *md)
+{
+    srcnic_attach_config_t attach;
+    srcnic_status_t status;
+    char why[256];
+
+    srcnic_attach_config_init(&attach);
+    ucs_strncpy_zero(attach.socket, config->agent_socket, sizeof(attach.socket));
+    inet_ntop(AF_INET, &iface->ip, attach.bind_addr, sizeof(attach.bind_addr));
+    attach.job_key = config->job_key;
+    attach.arena   = config->agent_arena;
+    attach.pd      = md->pd;
+    status         = srcnic_nic_attach(&attach, &iface->nic, why, sizeof(why));
+    if (status == SRCNIC_OK) {
+        iface->attached = 1;
+        ucs_info("src: %s attached to the node agent on %s", iface->if_name, attach.socket);
+        return UCS_OK;
+    }
+    if (config->mode == UCT_SRC_MODE_AGENT) {
+        ucs_error("src: UCX_SRC_MODE=agent, but %s: start the node agent on this node (srcd, or "
+                  "srcrun --agent), or set UCX_SRC_MODE=auto or embedded", why);
+    } else {
+        ucs_info("src: %s: %s runs its engine in this process (UCX_SRC_MODE=auto)", why,
+                 iface->if_name);
+    }
+    return (ucs_status_t)status;
+}
+
 /* The engine's messages, in UCX's log at UCX's level. */
 static void uct_src_log_handler(srcnic_log_level_t level, const char *file, int line,
                                 const char *msg, void *arg)
@@ -622,6 +737,16 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     }
 
     uct_src_log_attach();
+    self->attached = 0;
+    if (config->mode != UCT_SRC_MODE_EMBEDDED) {
+        status = uct_src_iface_attach(self, config, md);
+        if (status == UCS_OK) {
+            goto engine_ready;
+        } else if (config->mode == UCT_SRC_MODE_AGENT) {
+            return status;
+        }
+    }
+
     srcnic_config_init(&nic_config);
     inet_ntop(AF_INET, &self->ip, nic_config.bind_addr, sizeof(nic_config.bind_addr));
     nic_config.mtu             = config->mtu;
@@ -649,6 +774,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
         return status;
     }
 
+engine_ready:
     srcnic_qp_config_init(&qp_config);
     qp_config.sq_size = config->tx_queue_len;
     qp_config.rq_size = config->rx_queue_len;
@@ -675,30 +801,33 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     /* Receive buffers: those posted and those UCP keeps, unlimited by default (as UCX's own
      * transports): a cap can leave a receiver unable to take the message that would let it
      * release what UCP keeps. */
-    status = ucs_mpool_init(&self->rx_mp, 0, payload_offset + self->seg_size, align_offset,
+    status = ucs_mpool_init(&self->rx_mp, sizeof(self), payload_offset + self->seg_size, align_offset,
                             align, 64,
                             (config->rx_max_bufs < 0) ? UINT_MAX : (unsigned)config->rx_max_bufs,
-                            &uct_src_mpool_ops, "src_rx_desc");
+                            uct_src_iface_mpool_ops(self), "src_rx_desc");
     if (status != UCS_OK) {
         goto err_cleanup_arbiter;
     }
-    status = ucs_mpool_init(&self->tx_mp, 0, sizeof(uct_src_send_desc_t) + self->seg_size,
+    *(uct_src_iface_t**)ucs_mpool_priv(&self->rx_mp) = self;
+    status = ucs_mpool_init(&self->tx_mp, sizeof(self), sizeof(uct_src_send_desc_t) + self->seg_size,
                             sizeof(uct_src_send_desc_t), UCS_SYS_CACHE_LINE_SIZE, 64,
-                            self->tx_max, &uct_src_mpool_ops, "src_tx_desc");
+                            self->tx_max, uct_src_iface_mpool_ops(self), "src_tx_desc");
     if (status != UCS_OK) {
         goto err_cleanup_rx_mp;
     }
+    *(uct_src_iface_t**)ucs_mpool_priv(&self->tx_mp) = self;
     /* Short, zero-copy and check sends need no bcopy buffer, only room for an am_zcopy
      * header: taking theirs from tx_mp made a job's first message fault in a chunk of 64
      * buffers (1 MB with 16 KiB fragments) on its way out. Both pools are bounded together
      * by tx_max (uct_src_iface_has_tx_resources). */
-    status = ucs_mpool_init(&self->tx_small_mp, 0,
+    status = ucs_mpool_init(&self->tx_small_mp, sizeof(self),
                             sizeof(uct_src_send_desc_t) + SRCNIC_WQE_INLINE_MAX,
                             sizeof(uct_src_send_desc_t), UCS_SYS_CACHE_LINE_SIZE, 64,
-                            self->tx_max, &uct_src_mpool_ops, "src_tx_small_desc");
+                            self->tx_max, uct_src_iface_mpool_ops(self), "src_tx_small_desc");
     if (status != UCS_OK) {
         goto err_cleanup_tx_mp;
     }
+    *(uct_src_iface_t**)ucs_mpool_priv(&self->tx_small_mp) = self;
     uct_src_iface_post_recvs(self);
     if (self->rx_posted != self->rx_max) {
         ucs_error("src: could not post %u receive buffers", self->rx_max);
@@ -706,8 +835,9 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
         goto err_cleanup_tx_small_mp;
     }
 
+    /* The agent acknowledges and retransmits for an attached iface: no background tick. */
     async = self->super.worker->async;
-    if (async != NULL) {
+    if ((async != NULL) && !self->attached) {
         status = ucs_async_add_timer(async->mode, ucs_time_from_sec(config->async_interval),
                                      uct_src_iface_async_progress, self, async,
                                      &self->async_timer_id);
@@ -718,7 +848,8 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
         }
     }
     ucs_debug("src: iface %p on %s (%s) qpn %u seg_size %zu", self, self->if_name,
-              nic_config.bind_addr, srcnic_qp_num(self->qp), self->seg_size);
+              self->attached ? "node agent" : "embedded engine", srcnic_qp_num(self->qp),
+              self->seg_size);
     return UCS_OK;
 
 err_cleanup_tx_small_mp:
@@ -748,13 +879,14 @@ static UCS_CLASS_CLEANUP_FUNC(uct_src_iface_t)
     }
     uct_base_iface_progress_disable(&self->super.super,
                                     UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-    /* Destroying the QP completes nothing we would still read; the engine goes with it. */
+    /* Destroying the QP completes nothing we would still read; the pools' chunks may be the
+     * engine's (the arena shared with the agent), so the engine goes last. */
     srcnic_qp_destroy(self->qp);
-    srcnic_nic_destroy(self->nic);
     ucs_mpool_cleanup(&self->tx_small_mp, 0);
     ucs_mpool_cleanup(&self->tx_mp, 0);
     ucs_mpool_cleanup(&self->rx_mp, 0);
     ucs_arbiter_cleanup(&self->arbiter);
+    srcnic_nic_destroy(self->nic);
 }
 
 UCS_CLASS_DEFINE(uct_src_iface_t, uct_base_iface_t);

@@ -195,16 +195,13 @@ void Agent::stop()
 
 size_t Agent::num_clients() const
 {
-    size_t n = 0;
-    for (const auto &c : clients_) {
-        n += c && c->attached;
-    }
-    return n;
+    return attached_;
 }
 
 int Agent::run()
 {
     const uint64_t spin_ns = static_cast<uint64_t>(config_.spin_us) * 1000;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t last_work = now_ns();
     unsigned passes = 0;
     while (!stopping_) {
@@ -224,7 +221,11 @@ int Agent::run()
             check_faults();
             begin_pass();
         }
-        if (work == 0 && now - last_work >= spin_ns) {
+        // Polling pays only where a CPU is left for it: attached processes usually busy-poll
+        // their completions, and an agent that polls beside them on the same CPUs takes the
+        // time it is waiting for from them.
+        const uint64_t spin = attached_ + 1 <= static_cast<uint64_t>(cpus) ? spin_ns : 0;
+        if (work == 0 && now - last_work >= spin) {
             if (sleep_until_work()) {
                 ++sleeps_;
             }
@@ -501,6 +502,7 @@ void Agent::handle_attach(Client *c, const AttachRequest &req, const int *fds, u
     c->attached = true;
     c->attached_ns = now_ns();
     ++attaches_;
+    ++attached_;
 
     AttachReply r = {};
     r.hdr.type = static_cast<uint32_t>(MsgType::kAttachReply);
@@ -769,6 +771,7 @@ void Agent::drop_client(Client *c, const char *why)
         c->qps.clear();
         nic.owner_release(&c->owner);
         c->owner.space.mark_dead();
+        --attached_;
     } else {
         SRCNIC_LOG_DEBUG("connection %u (process %d) closed: %s", c->id, static_cast<int>(c->pid), why);
     }

@@ -33,7 +33,8 @@ namespace agent {
 struct AgentConfig {
     std::vector<std::string> addresses;  // an engine for each (numeric IP); required
     std::string socket = kDefaultSocket; // where processes attach
-    uint32_t spin_us = 50;               // polling after the last work before sleeping, µs
+    uint32_t spin_us = 50;               // polling after the last work before sleeping, µs,
+                                         // while fewer processes are attached than CPUs
     bool allow_any_user = false;         // accept processes of every user (else: the agent's
                                          // own user, root, and allow_uids)
     std::vector<uid_t> allow_uids;
@@ -86,6 +87,7 @@ private:
     uint64_t started_ns_ = 0;
     uint64_t sleeps_ = 0;        // times the agent slept (status)
     uint64_t attaches_ = 0;      // attachments accepted (status)
+    uint64_t attached_ = 0;      // processes attached now
     uint64_t refusals_ = 0;      // attachments refused (status)
     uint64_t faults_ = 0;        // processes detached for breaking the rings' rules (status)
 };

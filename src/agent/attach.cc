@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -253,11 +254,15 @@ unsigned AttachedNic::progress()
             return 1;   // completions were written
         }
     }
+    bool idle = true;
     for (Qp *qp : qps_) {
         if (!qp->sq_empty()) {
             doorbell();
-            break;
         }
+        idle &= qp->cq_empty();
+    }
+    if (idle) {
+        sched_yield();
     }
     return 0;
 }

@@ -57,6 +57,7 @@ srcnic_status_t Nic::init()
     own_.job_key = config_.job_key;
 
     const LinkAddr &la = link_->local_addr();
+    self_addr_ = la;
     addr_.family = la.family;
     addr_.port = la.port;
     addr_.scope_id = la.scope_id;
@@ -238,6 +239,19 @@ void Nic::reclaim_reorder_buffers()
 // handles its datagram costs a mispredicted return, about 8 ns here (perf/README.md).
 __attribute__((always_inline)) inline unsigned Nic::rx_poll()
 {
+    unsigned self = 0;
+    if (!self_rx_.empty()) {
+        // What this NIC sent itself, oldest first; what handling them sends itself waits for
+        // the next call.
+        self_rx_work_.swap(self_rx_);
+        for (const SelfDatagram &d : self_rx_work_) {
+            count(SRCNIC_CNT_RX_PACKETS);
+            count(SRCNIC_CNT_RX_BYTES, d.len);
+            rx_datagram(d.buf, buf_data(d.buf), d.len, self_addr_);
+        }
+        self = static_cast<unsigned>(self_rx_work_.size());
+        self_rx_work_.clear();
+    }
     if (rx_posted_ + free_bufs_.size() < kRxBurst) {
         reclaim_reorder_buffers();
     }
@@ -251,7 +265,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
     }
     const uint32_t got = rx_posted_ != 0 ? link_rx(rx_slots_, rx_posted_) : 0;
     if (got == 0) {
-        return 0;
+        return self;
     }
     // The link filled slots [0, got): their buffers go up the stack (each is freed by whoever
     // finishes with it); empty slots from the end take their places (empty slots are all
@@ -267,7 +281,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
         rx_bufs_[i] = rx_bufs_[rx_posted_ - 1 - i];
     }
     rx_posted_ -= got;
-    return got;
+    return got + self;
 }
 
 SRCNIC_HOT unsigned Nic::progress()
@@ -308,11 +322,17 @@ srcnic_status_t Nic::arm()
         link_->rx_notify(true);   // before the checks: what arrives from here on wakes the fd
         rx_notify_ = true;
     }
-    if (link_->rx_pending()) {
+    if (link_->rx_pending() || !self_rx_.empty()) {
         return SRCNIC_ERR_BUSY;
     }
+    // Work for the NIC: requests it can take. For this process's own QPs also completions
+    // not yet polled (the caller's work); another owner polls its own (the agent wakes it).
     for (const QpSlot &q : qps_) {
-        if (q.ctx != nullptr && (!q.ctx->cq_empty() || !q.ctx->sq().empty())) {
+        if (q.ctx == nullptr) {
+            continue;
+        }
+        if ((!q.ctx->sq().empty() && q.ctx->can_take()) ||
+            (q.ctx->owner() == &own_ && !q.ctx->cq_empty())) {
             return SRCNIC_ERR_BUSY;
         }
     }

@@ -237,6 +237,10 @@ private:
     // gather list behind it at *iov_p. Never null: a flush always empties the batch.
     PacketHeader *tx_slot(const LinkAddr &dst, uint32_t job_key, struct iovec **iov_p);
     void tx_commit(uint32_t iovcnt, Connection *c);
+    // A packet to this NIC itself goes into a packet buffer, received on the next rx_poll as
+    // if the link had delivered it (no system call, no kernel stack); false when no buffer is
+    // free (then it goes through the link).
+    bool self_deliver(const struct iovec *iov, uint32_t iovcnt);
     void tx_flush();
     void check_timers(Connection *c, uint64_t now, bool after_rx);
     void arm_probe(Connection *c, uint64_t now);
@@ -375,6 +379,14 @@ private:
     TxMsg *free_msgs_ = nullptr;
     unsigned msgs_free_ = 0;
 
+    // Packets this NIC sent itself (self_deliver), in order, waiting for rx_poll.
+    struct SelfDatagram {
+        int32_t buf;     // packet buffer
+        uint32_t len;    // bytes
+    };
+    std::vector<SelfDatagram> self_rx_;
+    std::vector<SelfDatagram> self_rx_work_;   // the ones rx_poll is handling
+    LinkAddr self_addr_;            // the link's address: datagrams to it are self_deliver's
     std::unique_ptr<uint8_t[]> buffers_;  // rx_buffers x rx_buf_size_ bytes, touched on first use
     std::vector<int32_t> free_bufs_;      // stack: the most recently freed is reused first
     // Receive slots handed to the link on every poll; a slot keeps its buffer until a
@@ -403,6 +415,7 @@ private:
     // is flushed once it holds kTxBatchBytes. Allocated on first use.
     std::unique_ptr<uint8_t[]> tx_stage_;
     size_t tx_stage_used_ = 0;
+    size_t tx_stage_mark_ = 0;      // tx_stage_used_ when the batch's newest packet began
     // Staging for len bytes of the batch's next packet (tx_stage_).
     uint8_t *tx_stage(size_t len);
     struct iovec tx_iov_[kTxBatch][kLinkMaxIov];

@@ -45,6 +45,7 @@ SRCNIC_HOT PacketHeader *Nic::tx_slot(const LinkAddr &dst, uint32_t job_key, str
     if (tx_count_ == kTxBatch || tx_batch_bytes_ >= kTxBatchBytes) {
         tx_flush();   // empties the batch, whatever the link took
     }
+    tx_stage_mark_ = tx_stage_used_;
     PacketHeader *h = &tx_pkts_[tx_count_].h;
     // Built whole, which the compiler stores as vector words; a memset of the 96 bytes becomes
     // `rep stosq` under generic tuning, tens of cycles to start, on every packet.
@@ -78,14 +79,41 @@ SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
         seal_header(&pkt.h, &iov[1], iovcnt);
     }
     PacketHeader *h = &pkt.h;
+    if (log_enabled(LogLevel::kTrace)) {
+        SRCNIC_LOG_TRACE("tx %s", to_string(*h).c_str());
+    }
+    if (tx_dgrams_[tx_count_].dst == self_addr_ && self_deliver(iov, iovcnt + 1)) {
+        const uint64_t bytes = sizeof(PacketHeader) + payload;
+        count(SRCNIC_CNT_TX_PACKETS);
+        count(SRCNIC_CNT_TX_BYTES, bytes);
+        if (c != nullptr) {
+            ++c->tx_packets;
+            c->tx_bytes += bytes;
+        }
+        tx_stage_used_ = tx_stage_mark_;   // the batch slot and its staging are free again
+        return;
+    }
     tx_batch_bytes_ += payload;
     tx_dgrams_[tx_count_].iov = iov;
     tx_dgrams_[tx_count_].iovcnt = iovcnt + 1;
     tx_conn_[tx_count_] = c;
-    if (log_enabled(LogLevel::kTrace)) {
-        SRCNIC_LOG_TRACE("tx %s", to_string(*h).c_str());
-    }
     ++tx_count_;
+}
+
+bool Nic::self_deliver(const struct iovec *iov, uint32_t iovcnt)
+{
+    const int32_t b = buf_alloc();
+    if (b < 0) {
+        return false;   // through the link, like any other datagram
+    }
+    uint8_t *to = buf_data(b);
+    uint32_t len = 0;
+    for (uint32_t i = 0; i < iovcnt; ++i) {
+        std::memcpy(to + len, iov[i].iov_base, iov[i].iov_len);
+        len += static_cast<uint32_t>(iov[i].iov_len);
+    }
+    self_rx_.push_back(SelfDatagram{b, len});
+    return true;
 }
 
 SRCNIC_HOT void Nic::tx_flush()
@@ -253,8 +281,9 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
         default:
             break;
         }
+        // (Inline payloads travel in the WQE, which the NIC holds: nothing to fetch.)
         if (iovcnt != 0 && m->qp != nullptr && !m->qp->owner()->space.local() &&
-            !gather_from(m->qp->owner()->space, iov, iovcnt)) {
+            !(m->wqe.flags & SRCNIC_WQE_FLAG_INLINE) && !gather_from(m->qp->owner()->space, iov, iovcnt)) {
             // The request names memory its host does not have: it fails there, and what is
             // left of it goes as NOPs (§3.6).
             m->status = SRCNIC_ERR_INVALID_ADDR;

@@ -146,6 +146,7 @@ protected:
 };
 
 const std::vector<uint32_t> kSizes = {0, 1, 100, 4096, 8192, 65000, 65536, 1u << 20, 4u << 20};
+const std::vector<uint32_t> kInline = {0, 8, 100, SRCNIC_WQE_INLINE_MAX};   // payload in the WQE
 
 TEST_F(AgentTest, attach__engine_and_status)
 {
@@ -194,7 +195,7 @@ TEST_F(AgentTest, send_write_read__every_size_verified_across_processes)
             return e;
         }
         std::vector<void *> bufs;
-        for (size_t i = 0; i < kSizes.size(); ++i) {
+        for (size_t i = 0; i < kSizes.size() + kInline.size(); ++i) {
             void *buf = i % 2 ? srcnic_nic_mem_alloc(b.nic, max) : std::malloc(max);
             if (buf == nullptr) {
                 return "no buffer";
@@ -212,17 +213,18 @@ TEST_F(AgentTest, send_write_read__every_size_verified_across_processes)
             return "mr_reg";
         }
         ch.send(b.info(mr, region.data(), region.size()));
-        for (size_t i = 0; i < kSizes.size(); ++i) {
+        for (size_t i = 0; i < kSizes.size() + kInline.size(); ++i) {
+            const size_t len = i < kSizes.size() ? kSizes[i] : kInline[i - kSizes.size()];
             srcnic_cqe_t cqe;
             if (!b.poll(&cqe)) {
                 return "receive " + std::to_string(i) + " never came";
             }
             if (cqe.status != SRCNIC_OK || cqe.opcode != SRCNIC_OP_RECV || cqe.wr_id != i ||
-                cqe.byte_len != kSizes[i] || cqe.imm != i) {
+                cqe.byte_len != len || cqe.imm != i) {
                 return "receive " + std::to_string(i) + ": status " + std::to_string(cqe.status) +
                        " length " + std::to_string(cqe.byte_len);
             }
-            if (!check(bufs[i], kSizes[i], static_cast<uint32_t>(i))) {
+            if (!check(bufs[i], len, static_cast<uint32_t>(i))) {
                 return "receive " + std::to_string(i) + " has wrong bytes";
             }
         }
@@ -251,13 +253,33 @@ TEST_F(AgentTest, send_write_read__every_size_verified_across_processes)
     srcnic_dest_t dest;
     ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest));
     std::vector<uint8_t> out(max), in(max);
-    for (size_t i = 0; i < kSizes.size(); ++i) {
-        fill(out.data(), kSizes[i], static_cast<uint32_t>(i));
-        srcnic_wqe_t w = wqe(SRCNIC_OP_SEND, dest, 100 + i, out.data(), kSizes[i]);
+    for (size_t i = 0; i < kSizes.size() + kInline.size(); ++i) {
+        const uint32_t len = i < kSizes.size() ? kSizes[i] : kInline[i - kSizes.size()];
+        fill(out.data(), len, static_cast<uint32_t>(i));
+        srcnic_wqe_t w = wqe(SRCNIC_OP_SEND, dest, 100 + i, out.data(), len);
+        if (i >= kSizes.size()) {
+            w.flags = SRCNIC_WQE_FLAG_INLINE;   // the payload travels in the WQE
+            w.inline_len = len;
+            std::memcpy(w.u.inline_data, out.data(), len);
+        }
         w.imm = static_cast<uint32_t>(i);
         srcnic_status_t s;
-        ASSERT_EQ("", a.run(w, &s)) << "SEND " << kSizes[i];
-        EXPECT_EQ(SRCNIC_OK, s) << "SEND " << kSizes[i];
+        ASSERT_EQ("", a.run(w, &s)) << "SEND " << len;
+        EXPECT_EQ(SRCNIC_OK, s) << "SEND " << len;
+    }
+    for (uint32_t len : kInline) {
+        fill(out.data(), len, len + 1);
+        srcnic_wqe_t w = wqe(SRCNIC_OP_WRITE, dest, 1, nullptr, 0, p.region, p.rkey);
+        w.num_sge = 0;
+        w.flags = SRCNIC_WQE_FLAG_INLINE;
+        w.inline_len = len;
+        std::memcpy(w.u.inline_data, out.data(), len);
+        srcnic_status_t s;
+        ASSERT_EQ("", a.run(w, &s));
+        ASSERT_EQ(SRCNIC_OK, s) << "inline WRITE " << len;
+        std::memset(in.data(), 0xee, len);
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, dest, 2, in.data(), len, p.region, p.rkey), &s));
+        EXPECT_TRUE(check(in.data(), len, len + 1)) << "inline WRITE " << len << " wrote wrong bytes";
     }
     for (uint32_t len : kSizes) {
         fill(out.data(), len, len + 1);

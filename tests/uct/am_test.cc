@@ -519,6 +519,7 @@ protected:
 
 TEST_F(UctSrcQuietSenderCoalescing, am_short__burst_after_the_doorbell_waits_for_progress)
 {
+    UCT_SRC_SKIP_WITH_AGENT("every posted send leaves when the agent sees it: there is no burst waiting for progress");
     // a sends two messages back to back; TX_COALESCE keeps the second with the burst / expect
     // the first at b without a's progress, the second only once a progresses
     const uint64_t payload = 0x5eed;

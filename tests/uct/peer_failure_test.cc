@@ -359,13 +359,18 @@ protected:
     bool rkey_unpacked_ = false;
 };
 
+// (UNREACHABLE with the node agent: the peer's node still answers, its QP is gone.)
 bool is_peer_failure(ucs_status_t status)
 {
-    return status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_CONNECTION_RESET;
+    return status == UCS_ERR_ENDPOINT_TIMEOUT || status == UCS_ERR_CONNECTION_RESET ||
+           status == UCS_ERR_UNREACHABLE;
 }
 
 TEST_F(UctSrcPeerProcess, peer_killed__outstanding_fail_and_error_reported_in_bound)
 {
+    UCT_SRC_SKIP_WITH_AGENT("a stopped process's memory and receive buffers are still served, "
+                            "so nothing stays outstanding to fail (tests/agent covers a process "
+                            "killed mid-transfer)");
     ASSERT_NO_FATAL_FAILURE(spawn_child());
     uct_ep_h ep = create_ep(&a_, peer_);
     ASSERT_NE(nullptr, ep);

@@ -75,6 +75,11 @@ int uct_src_test_bcopy_pool_grown(uct_iface_h tl_iface)
     return grown;
 }
 
+int uct_src_test_attached(uct_iface_h tl_iface)
+{
+    return ucs_derived_of(tl_iface, uct_src_iface_t)->attached;
+}
+
 unsigned uct_src_test_num_connections(uct_iface_h tl_iface)
 {
     uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);

@@ -38,6 +38,9 @@ unsigned uct_src_test_rx_posted(uct_iface_h iface);
  * has grown its first chunk: only bcopy sends should make it. */
 int uct_src_test_bcopy_pool_grown(uct_iface_h iface);
 
+/* Nonzero if the iface's engine is the node agent's (UCX_SRC_MODE=agent, or auto with an agent). */
+int uct_src_test_attached(uct_iface_h iface);
+
 /* Connections the iface's engine holds open. */
 unsigned uct_src_test_num_connections(uct_iface_h iface);
 

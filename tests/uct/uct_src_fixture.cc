@@ -211,6 +211,11 @@ void UctSrc::SetUp()
     ASSERT_NE(nullptr, ep_ba_);
 }
 
+bool UctSrc::agent_mode() const
+{
+    return a_.iface != nullptr && uct_src_test_attached(a_.iface);
+}
+
 void UctSrc::open_side(Side *side, uct_md_h md, const std::vector<ConfigKv> &config)
 {
     side->md = md;

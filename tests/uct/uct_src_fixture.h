@@ -119,6 +119,8 @@ protected:
     // it, so it acknowledges nothing meanwhile.
     virtual bool quiet(int side) const { return false; }
 
+    // Whether the ifaces run on the node agent (UCX_SRC_MODE=agent, or auto with an agent).
+    bool agent_mode() const;
     // Opens a side's worker, iface and handlers (used by SetUp, and by tests for extra ifaces).
     void open_side(Side *side, uct_md_h md, const std::vector<ConfigKv> &config);
     void close_side(Side *side);
@@ -179,6 +181,16 @@ protected:
     std::deque<Completion> completions_;
     std::deque<std::vector<Completion>> completion_sets_;
 };
+
+// Skips a test whose premise holds only in embedded mode: the node agent acknowledges,
+// retransmits and serves remote accesses whether or not a process progresses, so a side is
+// never quiet there.
+#define UCT_SRC_SKIP_WITH_AGENT(_why) \
+    do { \
+        if (agent_mode()) { \
+            GTEST_SKIP() << "with the node agent " _why; \
+        } \
+    } while (0)
 
 // Peer b does no background progress: it acknowledges nothing until the test progresses it.
 class UctSrcQuietPeer : public UctSrc {
