@@ -9,6 +9,9 @@
 #        netns-testbed.sh mpi CMD...    run CMD (mpirun, srcrun mpirun, ...) on the hub, set
 #                                       up to launch ranks on nodes by name:
 #                                       netns-testbed.sh mpi mpirun --host n1:4,n2:4 ./app
+#        netns-testbed.sh agents SRCD [ARGS...]  start a node agent (SRCD, e.g. srcd) on every
+#                                       node, on each node's own @srcd socket
+#        netns-testbed.sh agents-stop   stop them (down stops them too)
 #
 # Layout (SRCBED_PREFIX, default "srcbed"):
 #   srcbed-hub   holds the bridge br0 (198.51.100.254/24) and one port per node (n1..nK);
@@ -88,6 +91,7 @@ kill_ns_procs() {
 
 cmd_down() {
     local i
+    cmd_agents_stop
     for i in $(nodes_up); do remove_node "$i"; done
     kill_ns_procs "$prefix-hub"
     ip netns del "$prefix-hub" 2>/dev/null || true
@@ -178,15 +182,38 @@ cmd_mpi() {
     cmd_exec hub "$@"
 }
 
-[ $# -ge 1 ] || { sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 2; }
+# Starts SRCD ARGS on every node (its socket, @srcd by default, is the node's: abstract sockets
+# belong to a network namespace); each returns once it serves. Pid files: /run/$prefix-nI.srcd.
+cmd_agents() {
+    [ $# -ge 1 ] || die "agents needs the srcd to run"
+    local srcd=$1 i
+    shift
+    for i in $(nodes_up); do
+        ip netns exec "$prefix-n$i" "$srcd" --pid-file "/run/$prefix-n$i.srcd" "$@" ||
+            die "srcd did not start on n$i"
+    done
+}
+
+cmd_agents_stop() {
+    local f
+    for f in /run/"$prefix"-n*.srcd; do
+        [ -f "$f" ] || continue
+        kill "$(cat "$f")" 2>/dev/null || true
+        rm -f "$f"
+    done
+}
+
+[ $# -ge 1 ] || { sed -n '2,14s/^# \{0,1\}//p' "$0"; exit 2; }
 sub=$1
 shift
 case "$sub" in
--h|--help|help) sed -n '2,24s/^# \{0,1\}//p' "$0" ;;
+-h|--help|help) sed -n '2,26s/^# \{0,1\}//p' "$0" ;;
 up) need_root; cmd_up "$@" ;;
 down) need_root; cmd_down ;;
 status) need_root; cmd_status ;;
 exec) need_root; cmd_exec "$@" ;;
 mpi) need_root; cmd_mpi "$@" ;;
-*) die "unknown command '$sub' (up K | down | status | exec NODE CMD | mpi CMD)" ;;
+agents) need_root; cmd_agents "$@" ;;
+agents-stop) need_root; cmd_agents_stop ;;
+*) die "unknown command '$sub' (up K | down | status | exec NODE CMD | mpi CMD | agents SRCD | agents-stop)" ;;
 esac

@@ -1,0 +1,57 @@
+#!/bin/sh
+# Four namespace "nodes" (contrib/netns-testbed.sh), each with its own node agent: an Open MPI
+# job of 16 ranks, 4 per node, over UCX_TLS=src,self with every rank attached to its node's
+# agent. Checks the job passes, that every rank attached, and, from srcctl --json on every node,
+# that each node holds exactly one connection to each other node however many ranks talked
+# (SRC's connection sharing: 3 per node, where embedded engines hold one per pair of ranks).
+# Skips (77) without root or 'ip netns'.
+. "$top_srcdir/tests/common.sh"
+
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
+command -v ip >/dev/null 2>&1 && ip netns list >/dev/null 2>&1 ||
+    { echo "SKIP: 'ip netns' is unavailable"; exit 77; }
+command -v unshare >/dev/null 2>&1 || { echo "SKIP: unshare is unavailable"; exit 77; }
+
+testbed="$top_srcdir/contrib/netns-testbed.sh"
+srcrun="$top_builddir/contrib/srcrun"
+srcd="$top_builddir/src/srcd"
+srcctl="$top_builddir/src/srcctl"
+prog="$top_builddir/tests/mpi/mpi_check"
+nodes=4
+per_node=4
+SRCBED_PREFIX=srcagt$$
+export SRCBED_PREFIX OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+scratch=$(mktemp -d)
+trap '"$testbed" down >/dev/null 2>&1; rm -rf "$scratch"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+run_bounded 60 "$testbed" up $nodes >"$scratch/up.txt" 2>&1 || { cat "$scratch/up.txt"; fail "test bed did not come up"; }
+run_bounded 60 "$testbed" agents "$srcd" -l info --log-file "$scratch/srcd.log" ||
+    { cat "$scratch/srcd.log"; fail "the node agents did not start"; }
+
+hosts=$(seq 1 $nodes | sed "s/.*/n&:$per_node/" | paste -sd, -)
+np=$((nodes * per_node))
+LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=src_veth0 UCX_SRC_MODE=agent \
+    run_bounded 600 "$testbed" mpi "$srcrun" --module "$module" mpirun --host "$hosts" \
+    --bind-to none "$prog" >"$scratch/out.txt" 2>&1 ||
+    { cat "$scratch/out.txt"; tail -n 40 "$scratch/srcd.log"; fail "MPI job of $np ranks on $nodes nodes' agents failed"; }
+grep -q "mpi_check: $np ranks passed" "$scratch/out.txt" || { cat "$scratch/out.txt"; fail "mpi_check did not pass"; }
+
+# Per node: the agent's connections on veth0 to other nodes (its connection to itself and its
+# mirror carry the ranks of the node among themselves).
+total=0
+for i in $(seq 1 $nodes); do
+    "$testbed" exec n$i "$srcctl" --json >"$scratch/n$i.json" || fail "srcctl on n$i"
+    "$testbed" exec n$i "$srcctl" | sed "s/^/n$i: /"
+    attaches=$(sed -n 's/.*"attaches":\([0-9]*\).*/\1/p' "$scratch/n$i.json")
+    [ "$attaches" -ge $per_node ] || fail "n$i: $attaches processes attached to its agent, expected $per_node or more"
+    grep -o '"peer":"198\.51\.100\.[0-9]*:[0-9]*"' "$scratch/n$i.json" | sort >"$scratch/n$i.peers"
+    remote=$(grep -vc "\"198\.51\.100\.$i:" "$scratch/n$i.peers" || true)
+    distinct=$(grep -v "\"198\.51\.100\.$i:" "$scratch/n$i.peers" | sort -u | wc -l)
+    [ "$remote" -eq $((nodes - 1)) ] && [ "$distinct" -eq $((nodes - 1)) ] ||
+        { cat "$scratch/n$i.json"; fail "n$i holds $remote connections to other nodes ($distinct distinct), expected $((nodes - 1))"; }
+    total=$((total + remote))
+done
+echo "PASS: $np ranks on $nodes nodes' agents; $((nodes - 1)) connections per node to the other nodes ($total in all, one per node pair and direction)"
