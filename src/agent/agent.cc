@@ -140,7 +140,18 @@ srcnic_status_t Agent::create(const AgentConfig &config, std::unique_ptr<Agent> 
         SRCNIC_LOG_ERROR("epoll_create1/eventfd: %m");
         return SRCNIC_ERR_IO_ERROR;
     }
-    a->listen_fd_ = socket_listen(config.socket, 256);
+    a->listen_fd_ = config.listen_fd >= 0 ? config.listen_fd : socket_listen(config.socket, 256);
+    if (config.listen_fd >= 0) {
+        int type = 0;
+        socklen_t len = sizeof(type);
+        if (getsockopt(a->listen_fd_, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_SEQPACKET) {
+            SRCNIC_LOG_ERROR("the socket passed in (fd %d) is not a SOCK_SEQPACKET socket: in a systemd "
+                             "socket unit use ListenSequentialPacket=", a->listen_fd_);
+            return SRCNIC_ERR_INVALID_PARAM;
+        }
+        fcntl(a->listen_fd_, F_SETFL, fcntl(a->listen_fd_, F_GETFL) | O_NONBLOCK);
+        fcntl(a->listen_fd_, F_SETFD, FD_CLOEXEC);
+    }
     if (a->listen_fd_ < 0) {
         SRCNIC_LOG_ERROR("cannot listen on %s: %m%s", config.socket.c_str(),
                          errno == EADDRINUSE ? " (another agent serves it)" : "");
@@ -180,8 +191,8 @@ Agent::~Agent()
             close(fd);
         }
     }
-    if (!config_.socket.empty() && config_.socket[0] != '@') {
-        unlink(config_.socket.c_str());
+    if (config_.listen_fd < 0 && !config_.socket.empty() && config_.socket[0] != '@') {
+        unlink(config_.socket.c_str());   // (an activated socket is its manager's)
     }
 }
 

@@ -33,6 +33,8 @@ namespace agent {
 struct AgentConfig {
     std::vector<std::string> addresses;  // an engine for each (numeric IP); required
     std::string socket = kDefaultSocket; // where processes attach
+    int listen_fd = -1;                  // a listening socket to use instead (socket
+                                         // activation: systemd passes it); socket names it
     uint32_t spin_us = 50;               // polling after the last work before sleeping, µs,
                                          // while fewer processes are attached than CPUs
     bool allow_any_user = false;         // accept processes of every user (else: the agent's

@@ -45,7 +45,9 @@ void usage(FILE *out)
         "  -i, --interface NAME   serve an engine on this interface's IPv4 address (repeatable);\n"
         "                         without -a/-i: every IPv4 interface that is up\n"
         "  -s, --socket NAME      where processes attach: @NAME (abstract, per network namespace)\n"
-        "                         or a path (default @srcd; UCX_SRC_AGENT_SOCKET on the client)\n"
+        "                         or a path (default @srcd; UCX_SRC_AGENT_SOCKET on the client);\n"
+        "                         started by systemd socket activation (LISTEN_FDS), srcd serves\n"
+        "                         the socket it is given\n"
         "  -f, --foreground       stay in the foreground (default: detach once serving)\n"
         "  -l, --log-level L      error, warn, info, debug or trace (default warn)\n"
         "      --log-file FILE    append messages to FILE (default: stderr; /dev/null once detached)\n"
@@ -221,6 +223,21 @@ int main(int argc, char **argv)
     if (any_interface && !interface_addresses("", &config.addresses)) {
         std::fprintf(stderr, "srcd: no IPv4 interface is up: give --address\n");
         return 2;
+    }
+    // Socket activation (sd_listen_fds): the listening socket is descriptor 3.
+    const char *listen_pid = std::getenv("LISTEN_PID");
+    const char *listen_fds = std::getenv("LISTEN_FDS");
+    if (listen_pid != nullptr && listen_fds != nullptr &&
+        std::strtol(listen_pid, nullptr, 10) == static_cast<long>(getpid())) {
+        if (std::strtol(listen_fds, nullptr, 10) != 1) {
+            std::fprintf(stderr, "srcd: socket activation passed %s sockets: give srcd one\n", listen_fds);
+            return 2;
+        }
+        config.listen_fd = 3;
+        foreground = true;   // the service manager watches srcd itself
+        unsetenv("LISTEN_PID");
+        unsetenv("LISTEN_FDS");
+        unsetenv("LISTEN_FDNAMES");
     }
     if (config.nic.port != 0 && config.addresses.size() > 1) {
         std::fprintf(stderr, "srcd: --port serves one address: give one --address or --interface\n");
