@@ -4,7 +4,8 @@ as the transports a user would pick instead, and reported as a ratio (src / peer
 
 Suites (each on loopback and across two namespace nodes of contrib/netns-testbed.sh):
   uct     ucx_perftest UCT: am_lat, am_bw short and bcopy, put_bw zcopy, get zcopy
-          peers: src vs UCX tcp
+          peers: src (embedded engines) and src-agent (every process on its node's srcd, when
+          --agent-socket is given) vs UCX tcp
   ucp     ucx_perftest UCP: tag_lat, tag_bw, ucp_am_bw, stream_bw, stream_lat
           peers: UCX_TLS=src,self vs tcp,self
   mpi     perf/mpi_bench: lat, bw, bibw (2 ranks); msgrate, alltoall, allreduce (4 ranks)
@@ -30,8 +31,9 @@ import subprocess
 import sys
 import time
 
-MPI_PEERS = ["src", "ucx-tcp", "ob1-tcp", "ofi-rxd", "ofi-tcp"]
-UCX_PEERS = ["src", "tcp"]
+MPI_PEERS = ["src", "src-agent", "ucx-tcp", "ob1-tcp", "ofi-rxd", "ofi-tcp"]
+UCX_PEERS = ["src", "src-agent", "tcp"]
+SRC_PEERS = ("src", "src-agent")
 BED_NET = "198.51.100"
 
 # What each placement uses: devices, addresses, and the nodes processes run on.
@@ -120,13 +122,26 @@ class Driver:
               flush=True)
 
     # ---------------------------------------------------------------- ucx_perftest
+    def src_mode(self, env, peer, place):
+        """Embedded engines for src; the node's agent for src-agent (the bed's nodes each run
+        theirs on @srcd, loopback runs on the one compare.sh started)."""
+        if peer == "src-agent":
+            env["UCX_SRC_MODE"] = "agent"
+            env["UCX_SRC_AGENT_SOCKET"] = self.args.agent_socket if place == "loopback" else "@srcd"
+        else:
+            env["UCX_SRC_MODE"] = "embedded"
+
+    def peers(self, peers):
+        return [p for p in peers if p != "src-agent" or self.args.agent_socket]
+
     def ucx_env(self, peer, place):
         env = self.base_env()
         pl = PLACEMENTS[place]
-        if peer == "src":
+        if peer in SRC_PEERS:
             env["LD_PRELOAD"] = self.args.probe + ":" + self.args.module
             env["UCX_TLS"] = "src,self"
             env["UCX_NET_DEVICES"] = pl["src_dev"]
+            self.src_mode(env, peer, place)
         else:
             env["UCX_TLS"] = "tcp,self"
             env["UCX_NET_DEVICES"] = pl["tcp_dev"]
@@ -188,8 +203,8 @@ class Driver:
         pl = PLACEMENTS[place]
         for name, targs, col, unit, lat in tests:
             for size in self.args.sizes:
-                for peer in UCX_PEERS:
-                    tl, dev = ("src", pl["src_dev"]) if peer == "src" else ("tcp", pl["tcp_dev"])
+                for peer in self.peers(UCX_PEERS):
+                    tl, dev = ("src", pl["src_dev"]) if peer in SRC_PEERS else ("tcp", pl["tcp_dev"])
                     self.perftest("uct", name, size, place, peer, targs + ["-x", tl, "-d", dev],
                                   col, unit, self.perftest_iters(size, lat))
 
@@ -203,7 +218,7 @@ class Driver:
             tests = [t for t in tests if t[0] in ("tag_lat", "tag_bw")]
         for name, targs, col, unit, lat in tests:
             for size in self.args.sizes:
-                for peer in UCX_PEERS:
+                for peer in self.peers(UCX_PEERS):
                     self.perftest("ucp", name, size, place, peer, targs, col, unit,
                                   self.perftest_iters(size, lat))
 
@@ -211,7 +226,7 @@ class Driver:
     def suite_wireup(self, place):
         pl = PLACEMENTS[place]
         rounds = "10" if self.quick else "30"
-        for peer in UCX_PEERS:
+        for peer in self.peers(UCX_PEERS):
             env = self.ucx_env(peer, place)
             port = str(self.next_port())
             server = self.spawn(self.on_node(pl["server_node"],
@@ -239,9 +254,10 @@ class Driver:
         pl = PLACEMENTS[place]
         env = self.base_env()
         fwd = []
-        if peer == "src":
+        if peer in SRC_PEERS:
             env["LD_PRELOAD"] = self.args.probe + ":" + self.args.module
             env.update(UCX_TLS="src,self", UCX_NET_DEVICES=pl["src_dev"])
+            self.src_mode(env, peer, place)
         elif peer == "ucx-tcp":
             env.update(OMPI_MCA_pml="ucx", OMPI_MCA_pml_ucx_tls="any",
                        OMPI_MCA_pml_ucx_devices="any", UCX_TLS="tcp,self",
@@ -266,7 +282,7 @@ class Driver:
         """Runs prog (a list) on nranks ranks; returns (output, rc)."""
         env, fwd = self.mpi_env(peer, place)
         launcher = ["mpirun"]
-        if peer == "src":
+        if peer in SRC_PEERS:
             launcher = [self.args.srcrun, "--module", self.args.module, "mpirun"]
         opts = ["--bind-to", "none", "--oversubscribe"]
         if nranks > (os.cpu_count() or 1):
@@ -331,7 +347,7 @@ class Driver:
         for tests, nranks, expect in (("lat,bw,bibw", 2, ["lat", "bw", "bibw"]),
                                       ("msgrate,alltoall,allreduce", 4,
                                        ["msgrate", "alltoall", "allreduce"])):
-            for peer in MPI_PEERS:
+            for peer in self.peers(MPI_PEERS):
                 res, why = self.mpi_bench(tests, place, peer, nranks, 2, sizes, t)
                 for test in expect:
                     for size in sizes:
@@ -357,16 +373,39 @@ class Driver:
                 ("fds", "count"), ("sockets", "count"), ("engine_conns", "count"),
                 ("engine_state_bytes", "bytes"), ("engine_retransmits", "count")]
         for nranks, nodes in plan:
-            for peer in MPI_PEERS:
+            for peer in self.peers(MPI_PEERS):
                 res, why = self.mpi_bench("init", place, peer, nranks, nodes, [8],
                                           120 if nranks <= 16 else 300)
                 label = "%dr/%dn" % (nranks, nodes)
+                if peer == "src-agent":
+                    self.agent_state(place, label, nodes)
                 for key, unit in keys:
                     if key.startswith("engine") and peer != "src":
                         continue
                     vals = [r["value"] for r in res or [] if r["test"] == key]
                     self.add("state", key, label, place, peer, vals[0] if vals else None, unit,
                              "" if vals else (why or "not reported"))
+
+    def agent_state(self, place, label, nodes):
+        """Per node, from its agent (srcctl --json): connections to other nodes and the state
+        they hold, beside the embedded engines' sum over the node's ranks (engine_* rows)."""
+        srcctl = self.args.srcctl
+        worst_conns, worst_bytes = 0, 0
+        for n in ([None] if place == "loopback" else ["n%d" % (i + 1) for i in range(nodes)]):
+            cmd = [srcctl, "--json"] + (["-s", self.args.agent_socket] if place == "loopback" else [])
+            out, rc = self.run(self.on_node(n, cmd), self.base_env(), 30)
+            try:
+                st = json.loads(out)
+            except ValueError:
+                return self.add("state", "node_conns", label, place, "src-agent", None, "count",
+                                "srcctl: exit %s" % rc)
+            for e in st["engines"]:
+                own = e["address"] + ":"
+                remote = [p for p in e["peers"] if not p["peer"].startswith(own)]
+                worst_conns = max(worst_conns, len(remote))
+                worst_bytes = max(worst_bytes, len(e["peers"]) * e["conn_state_bytes"])
+        self.add("state", "node_conns", label, place, "src-agent", worst_conns, "count")
+        self.add("state", "node_state_bytes", label, place, "src-agent", worst_bytes, "bytes")
 
     # ---------------------------------------------------------------- OSU
     def suite_osu(self, place):
@@ -382,7 +421,7 @@ class Driver:
                 ("osu_allreduce", 4, "allreduce/4r", "us", 1)]
         sizes = self.args.sizes
         for prog, nranks, name, unit, col in plan:
-            for peer in MPI_PEERS:
+            for peer in self.peers(MPI_PEERS):
                 if prog not in found:
                     for size in sizes:
                         self.add("osu", name, size, place, peer, None, unit,
@@ -452,22 +491,29 @@ def make_table(rows, peers_of):
         if (suite, place) != current:
             current = (suite, place)
             out.append("")
-            out.append("== %s, %s   (ratio = src / peer; for %s higher is better, "
-                       "otherwise lower)" % (suite.upper(), place,
+            out.append("== %s, %s   (ratio = src / peer, agent/ = src-agent / peer; for %s "
+                       "higher is better, otherwise lower)" % (suite.upper(), place,
                                              " and ".join(sorted(HIGHER_IS_BETTER_UNITS))))
             head = "%-24s %-8s %-6s %10s" % ("test", "size", "unit", "src")
             for p in peers[1:]:
                 head += " %10s %7s" % (p, "ratio")
+                if p != "src-agent" and "src-agent" in peers:
+                    head += " %7s" % "agent/"
             out.append(head)
             out.append("-" * len(head))
         src = by.get((suite, place, test, size, "src"))
         sv = src["value"] if src else None
         line = "%-24s %-8s %-6s %10s" % (test, size_label(size), unit, fmt(sv))
+        agent = by.get((suite, place, test, size, "src-agent"))
+        av = agent["value"] if agent else None
         for p in peers[1:]:
             r = by.get((suite, place, test, size, p))
             pv = r["value"] if r else None
             rt = ratio(sv, pv, unit)
             line += " %10s %7s" % (fmt(pv), "%.2f" % rt if rt is not None else "-")
+            if p != "src-agent" and "src-agent" in peers:
+                at = ratio(av, pv, unit)
+                line += " %7s" % ("%.2f" % at if at is not None else "-")
             if r and r["value"] is None and r["note"]:
                 notes.setdefault(r["note"], set()).add("%s %s" % (p, suite))
         if src and sv is None and src["note"]:
@@ -495,7 +541,7 @@ def make_plot(rows, path):
               ("state", "sockets", "sockets per rank", False)]
     fig, axes = plt.subplots(2, 3, figsize=(16, 9))
     styles = {"loopback": "-", "2nodes": "--"}
-    colors = {"src": "black", "tcp": "tab:blue", "ucx-tcp": "tab:blue", "ob1-tcp": "tab:orange",
+    colors = {"src": "black", "src-agent": "tab:purple", "tcp": "tab:blue", "ucx-tcp": "tab:blue", "ob1-tcp": "tab:orange",
               "ofi-rxd": "tab:green", "ofi-tcp": "tab:red"}
     for ax, (suite, test, title, by_size) in zip(axes.flat, panels):
         series = {}
@@ -568,6 +614,10 @@ def main():
     ap.add_argument("--osu-dir", default=os.environ.get("OSU_DIR", ""))
     ap.add_argument("--sizes", default="")
     ap.add_argument("--command", default="", help="the command line, for the record")
+    ap.add_argument("--srcctl", default="", help="srcctl of the build, for the agents' state")
+    ap.add_argument("--agent-socket", default="",
+                    help="the loopback node agent's socket; the bed's nodes run theirs on @srcd "
+                         "(empty: no src-agent peer)")
     args = ap.parse_args()
     args.probe = os.path.join(args.bin, "libsrc_probe.so")
     if args.sizes:

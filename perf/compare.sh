@@ -11,6 +11,9 @@
 #   --out DIR     where results go (default perf/results/<date-time>[-quick])
 #   --only LIST   suites among uct,ucp,wireup,mpi,osu,state (default: all)
 #   --osu-dir DIR an installed osu-micro-benchmarks (also OSU_DIR); the osu suite needs it
+#   --no-agent    leave out src-agent (every process on its node's srcd; by default measured
+#                 beside src's embedded engines: compare.sh starts an agent on loopback and
+#                 one on every node of the bed)
 # Writes table.txt, results.csv, results.json, plot.png and run.log (every command and its
 # output) to the results directory and prints the table. Needs root for the namespaces; without
 # them (or with --placements loopback) it measures loopback only.
@@ -22,6 +25,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 quick=0 build="" out="" only="uct,ucp,wireup,mpi,osu,state" placements="loopback,2nodes"
+agent=1
 osu=${OSU_DIR:-} sizes=""
 command_line="perf/compare.sh $*"
 while [ $# -gt 0 ]; do
@@ -33,7 +37,8 @@ while [ $# -gt 0 ]; do
     --placements) placements=$2; shift 2 ;;
     --osu-dir) osu=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
-    -h|--help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --no-agent) agent=0; shift ;;
+    -h|--help) sed -n '2,22s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     esac
 done
@@ -68,7 +73,9 @@ out=$(cd "$out" && pwd)
 testbed=$top/contrib/netns-testbed.sh
 bin=$(mktemp -d)
 bed=0
+agent_pid=""
 cleanup() {
+    [ -z "$agent_pid" ] || kill "$agent_pid" 2>/dev/null || true
     [ $bed -eq 0 ] || "$testbed" down
     rm -rf "$bin"
 }
@@ -97,6 +104,15 @@ case ",$placements," in
     ;;
 esac
 
+# The node agents of src-agent: one on loopback (a socket of this run's own), one per node.
+agent_socket=""
+if [ $agent -eq 1 ]; then
+    agent_socket="@srcd-compare-$$"
+    "$build/src/srcd" -s "$agent_socket" --pid-file "$bin/srcd.pid" --log-file "$out/srcd.log"
+    agent_pid=$(cat "$bin/srcd.pid")
+    [ $bed -eq 0 ] || "$testbed" agents "$build/src/srcd" --log-file "$out/srcd-bed.log"
+fi
+
 py=python3
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null && py=/usr/bin/python3
 args=(--out "$out" --bin "$bin" --module "$module" --srcrun "$srcrun" --testbed "$testbed"
@@ -104,6 +120,7 @@ args=(--out "$out" --bin "$bin" --module "$module" --srcrun "$srcrun" --testbed 
 [ $quick -eq 1 ] && args+=(--quick)
 [ -n "$osu" ] && args+=(--osu-dir "$osu")
 [ -n "$sizes" ] && args+=(--sizes "$sizes")
+[ -n "$agent_socket" ] && args+=(--agent-socket "$agent_socket" --srcctl "$build/src/srcctl")
 # The whole run is bounded too: 15 min quick, 45 min full.
 limit=$([ $quick -eq 1 ] && echo 900 || echo 2700)
 timeout --kill-after=10 $limit "$py" "$top/perf/compare.py" "${args[@]}"

@@ -41,8 +41,10 @@ srcnic_status_t MrTable::create(uint32_t capacity, uint64_t rkey_seed, std::uniq
         }
     }
     t->fd_ = fd;
-    // Zero-filled pages already hold free slots; construct them as objects of this type.
-    t->slots_ = new (mem) MrSlot[capacity];
+    // Zero-filled pages hold free slots already; each is constructed when first used, so that
+    // a table's pages become resident only as it fills (constructing all of them here cost a
+    // millisecond per table).
+    t->slots_ = static_cast<MrSlot *>(mem);
     *table_p = std::move(t);
     return SRCNIC_OK;
 }
@@ -79,6 +81,7 @@ srcnic_status_t MrTable::reg(uint64_t base, uint64_t length, unsigned access, ui
         free_slots_.pop_back();
     } else if (next_fresh_ < capacity_) {
         slot = next_fresh_++;
+        new (&slots_[slot]) MrSlot();
     } else {
         SRCNIC_LOG_RATELIMITED(LogLevel::kError, "registration table full (%u regions)", capacity_);
         return SRCNIC_ERR_NO_RESOURCE;
