@@ -168,6 +168,7 @@ srcnic_status_t Agent::create(const AgentConfig &config, std::unique_ptr<Agent> 
         return SRCNIC_ERR_IO_ERROR;
     }
     a->started_ns_ = now_ns();
+    a->cpus_ = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
     for (const auto &e : a->engines_) {
         const srcnic_nic_addr_t &na = e->nic->addr();
         SRCNIC_LOG_INFO("engine on %s port %u (incarnation %" PRIx64 ")", e->address.c_str(),
@@ -212,7 +213,6 @@ size_t Agent::num_clients() const
 int Agent::run()
 {
     const uint64_t spin_ns = static_cast<uint64_t>(config_.spin_us) * 1000;
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     uint64_t last_work = now_ns();
     unsigned passes = 0;
     while (!stopping_) {
@@ -235,7 +235,7 @@ int Agent::run()
         // Polling pays only where a CPU is left for it: attached processes usually busy-poll
         // their completions, and an agent that polls beside them on the same CPUs takes the
         // time it is waiting for from them.
-        const uint64_t spin = attached_ + 1 <= static_cast<uint64_t>(cpus) ? spin_ns : 0;
+        const uint64_t spin = crowded() ? 0 : spin_ns;
         if (work == 0 && now - last_work >= spin) {
             if (sleep_until_work()) {
                 ++sleeps_;
@@ -244,6 +244,21 @@ int Agent::run()
         }
     }
     return 0;
+}
+
+bool Agent::crowded() const
+{
+    return attached_ + 1 > static_cast<uint64_t>(cpus_);
+}
+
+void Agent::crowded_changed()
+{
+    const uint32_t yield = crowded() ? 1 : 0;
+    for (auto &c : clients_) {
+        if (c && c->attached) {
+            c->hdr->yield_when_idle.store(yield, std::memory_order_relaxed);
+        }
+    }
 }
 
 void Agent::begin_pass()
@@ -514,6 +529,7 @@ void Agent::handle_attach(Client *c, const AttachRequest &req, const int *fds, u
     c->attached_ns = now_ns();
     ++attaches_;
     ++attached_;
+    crowded_changed();
 
     AttachReply r = {};
     r.hdr.type = static_cast<uint32_t>(MsgType::kAttachReply);
@@ -783,6 +799,7 @@ void Agent::drop_client(Client *c, const char *why)
         nic.owner_release(&c->owner);
         c->owner.space.mark_dead();
         --attached_;
+        crowded_changed();
     } else {
         SRCNIC_LOG_DEBUG("connection %u (process %d) closed: %s", c->id, static_cast<int>(c->pid), why);
     }

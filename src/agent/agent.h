@@ -77,6 +77,10 @@ private:
     void drop_client(Client *c, const char *why);
     Client *client_by_event(uint64_t data) const;
     void begin_pass();
+    // As many processes attached as CPUs, or more: the agent does not poll after its work,
+    // and asks them to yield when they find nothing to poll (SharedHeader::yield_when_idle).
+    bool crowded() const;
+    void crowded_changed();
 
     AgentConfig config_;
     std::vector<std::unique_ptr<Engine>> engines_;
@@ -90,6 +94,7 @@ private:
     uint64_t sleeps_ = 0;        // times the agent slept (status)
     uint64_t attaches_ = 0;      // attachments accepted (status)
     uint64_t attached_ = 0;      // processes attached now
+    long cpus_ = 1;              // online CPUs
     uint64_t refusals_ = 0;      // attachments refused (status)
     uint64_t faults_ = 0;        // processes detached for breaking the rings' rules (status)
 };

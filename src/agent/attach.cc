@@ -261,7 +261,10 @@ unsigned AttachedNic::progress()
         }
         idle &= qp->cq_empty();
     }
-    if (idle) {
+    // Nothing to poll: where the node's processes busy-poll every CPU (the agent says so), the
+    // agent otherwise waits for a scheduler slice (milliseconds) before it can deliver what
+    // they wait for, whether it is awake or just woken by a doorbell.
+    if (idle && hdr_->yield_when_idle.load(std::memory_order_relaxed) != 0) {
         sched_yield();
     }
     return 0;
