@@ -36,11 +36,13 @@ struct AgentConfig {
     int listen_fd = -1;                  // a listening socket to use instead (socket
                                          // activation: systemd passes it); socket names it
     uint32_t spin_us = 50;               // polling after the last work before sleeping, µs,
-                                         // while fewer processes are attached than CPUs
+                                         // while the node has a CPU to spare (crowded())
     bool allow_any_user = false;         // accept processes of every user (else: the agent's
                                          // own user, root, and allow_uids)
     std::vector<uid_t> allow_uids;
     uint32_t max_clients = 4096;         // attached processes at once
+    int crowded = -1;                    // the node's CPUs are all taken by busy-polling
+                                         // processes: 1 always, 0 never, -1 measured
     srcnic_config_t nic;                 // engine settings (bind_addr: per engine, from addresses)
 };
 
@@ -77,9 +79,12 @@ private:
     void drop_client(Client *c, const char *why);
     Client *client_by_event(uint64_t data) const;
     void begin_pass();
-    // As many processes attached as CPUs, or more: the agent does not poll after its work,
-    // and asks them to yield when they find nothing to poll (SharedHeader::yield_when_idle).
+    // More tasks want a CPU than there are (busy-polling processes on every CPU): the agent
+    // does not poll after its work, and asks its processes to yield when they find nothing to
+    // poll (SharedHeader::yield_when_idle). Looked at every kCrowdCheckNs.
+    static constexpr uint64_t kCrowdCheckNs = 10 * 1000 * 1000;
     bool crowded() const;
+    void check_crowded(uint64_t now);
     void crowded_changed();
 
     AgentConfig config_;
@@ -95,6 +100,8 @@ private:
     uint64_t attaches_ = 0;      // attachments accepted (status)
     uint64_t attached_ = 0;      // processes attached now
     long cpus_ = 1;              // online CPUs
+    bool crowded_ = false;       // crowded()
+    uint64_t next_crowd_check_ns_ = 0;
     uint64_t refusals_ = 0;      // attachments refused (status)
     uint64_t faults_ = 0;        // processes detached for breaking the rings' rules (status)
 };

@@ -42,8 +42,8 @@ struct SharedHeader {
     // 1 while the process waits for completions on its notify eventfd (its event fd armed): the
     // agent clears it and writes the eventfd after it writes a completion.
     alignas(64) std::atomic<uint32_t> client_armed{0};
-    // 1 while as many processes are attached as the node has CPUs, or more: a process whose
-    // progress finds nothing to poll then yields its CPU, which the agent may need.
+    // 1 while more tasks want a CPU than the node has (processes busy-poll every CPU): a
+    // process whose progress finds nothing to poll then yields its CPU, which the agent may need.
     alignas(64) std::atomic<uint32_t> yield_when_idle{0};
 };
 static_assert(sizeof(SharedHeader) <= kHeaderBytes, "the header fits its page");

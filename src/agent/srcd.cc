@@ -54,11 +54,14 @@ void usage(FILE *out)
         "      --pid-file FILE    write the agent's pid to FILE\n"
         "      --cpu N            run on CPU N\n"
         "      --spin-us N        keep polling N us after the last work before sleeping, while\n"
-        "                         fewer processes are attached than CPUs (default 50)\n"
+        "                         fewer tasks want a CPU than there are (default 50)\n"
         "      --allow-user U     also serve processes of user U (name or uid; repeatable); by default\n"
         "                         only the agent's own user and root\n"
         "      --allow-any-user   serve processes of every user\n"
         "      --max-clients N    attached processes at most (default 4096)\n"
+        "      --crowded auto|yes|no  whether busy-polling processes take every CPU: then srcd\n"
+        "                         does not poll after its work and its processes yield when\n"
+        "                         idle (default auto: more runnable tasks than CPUs)\n"
         "      --port N           UDP port of the (first) engine (default: any free port)\n"
         "      --mtu N --window N --sock-buf N --max-connections N --max-inflight N\n"
         "      --rto-us N --retry-count N --peer-timeout-ms N\n"
@@ -121,7 +124,7 @@ int main(int argc, char **argv)
     bool any_interface = true;
 
     enum { kLogFile = 256, kPidFile, kCpu, kSpin, kAllowUser, kAllowAny, kMaxClients, kPort, kMtu,
-           kWindow, kSockBuf, kMaxConn, kMaxInflight, kRto, kRetry, kPeerTimeout };
+           kWindow, kSockBuf, kMaxConn, kMaxInflight, kRto, kRetry, kPeerTimeout, kCrowded };
     static const struct option opts[] = {
         {"address", required_argument, nullptr, 'a'},
         {"interface", required_argument, nullptr, 'i'},
@@ -135,6 +138,7 @@ int main(int argc, char **argv)
         {"allow-user", required_argument, nullptr, kAllowUser},
         {"allow-any-user", no_argument, nullptr, kAllowAny},
         {"max-clients", required_argument, nullptr, kMaxClients},
+        {"crowded", required_argument, nullptr, kCrowded},
         {"port", required_argument, nullptr, kPort},
         {"mtu", required_argument, nullptr, kMtu},
         {"window", required_argument, nullptr, kWindow},
@@ -202,6 +206,16 @@ int main(int argc, char **argv)
         }
         case kAllowAny: config.allow_any_user = true; break;
         case kMaxClients: need_number("max-clients"); config.max_clients = v; break;
+        case kCrowded:
+            if (std::strcmp(optarg, "auto") == 0) {
+                config.crowded = -1;
+            } else if (std::strcmp(optarg, "yes") == 0 || std::strcmp(optarg, "no") == 0) {
+                config.crowded = optarg[0] == 'y';
+            } else {
+                std::fprintf(stderr, "srcd: --crowded is auto, yes or no, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case kPort: need_number("port"); config.nic.port = static_cast<uint16_t>(v); break;
         case kMtu: need_number("mtu"); config.nic.mtu = v; break;
         case kWindow: need_number("window"); config.nic.window = v; break;
