@@ -40,7 +40,7 @@ and pass the directory it prints as --with-ucx-src=DIR.])])
 Their internal structs may differ, so the transport would not be ABI-compatible. Use the source of
 UCX $UCX_VERSION: contrib/get-ucx-src.sh fetches it, then pass --with-ucx-src=DIR.])])
 
-    # ABI-relevant definitions, read off the installed libraries (UCX-TRANSPORT-NOTES.md 1.3).
+    # ABI-relevant definitions, read off the installed libraries.
     ucx_libucs="$UCX_LIBDIR/libucs.so.0"
     AS_IF([test -r "$ucx_libucs"], [],
           [AC_MSG_ERROR([cannot read $ucx_libucs to learn how the installed UCX was built])])

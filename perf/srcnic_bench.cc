@@ -1,5 +1,5 @@
 // Engine micro-benchmark: the srcnic engine over UDP on 127.0.0.1 and the kernel's own UDP floor,
-// measured side by side in one run and reported as ratios (DESIGN.md §9).
+// measured side by side in one run and reported as ratios.
 //
 // Tests (see perf/README.md for what each figure means):
 //   latency    ping-pong of one message, one-way latency = half the round trip (median, p99);

@@ -1,5 +1,5 @@
 // The software SRC NIC: owns the link, the QPs, the memory-region table, the peer table of
-// connections and the packet buffers, and runs the pipeline of DESIGN.md §4:
+// connections and the packet buffers, and runs the pipeline of doc/ARCHITECTURE.md ("A message's way"):
 //
 //   TX: QP send rings --requester--> connection FIFOs --tx scheduler--> link.tx_burst
 //   RX: link.rx_burst --rx demux--> responder (requests) / completer (answers, acks)
