@@ -1,5 +1,6 @@
 // The software SRC NIC: owns the link, the QPs, the memory-region table, the peer table of
-// connections and the packet buffers, and runs the pipeline of doc/ARCHITECTURE.md ("A message's way"):
+// connections and the packet buffers, and runs the pipeline of doc/ARCHITECTURE.md ("A
+// message's way"):
 //
 //   TX: QP send rings --requester--> connection FIFOs --tx scheduler--> link.tx_burst
 //   RX: link.rx_burst --rx demux--> responder (requests) / completer (answers, acks)
