@@ -247,7 +247,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
         for (const SelfDatagram &d : self_rx_work_) {
             count(SRCNIC_CNT_RX_PACKETS);
             count(SRCNIC_CNT_RX_BYTES, d.len);
-            rx_datagram(d.buf, buf_data(d.buf), d.len, self_addr_);
+            rx_datagram(d.buf, buf_data(d.buf), d.len, self_addr_, false);
         }
         self = static_cast<unsigned>(self_rx_work_.size());
         self_rx_work_.clear();

@@ -239,8 +239,8 @@ private:
     PacketHeader *tx_slot(const LinkAddr &dst, uint32_t job_key, struct iovec **iov_p);
     void tx_commit(uint32_t iovcnt, Connection *c);
     // A packet to this NIC itself goes into a packet buffer, received on the next rx_poll as
-    // if the link had delivered it (no system call, no kernel stack); false when no buffer is
-    // free (then it goes through the link).
+    // if the link had delivered it (no system call, no kernel stack, no checksum: it never
+    // leaves memory); false when no buffer is free (then it is sealed and goes through the link).
     bool self_deliver(const struct iovec *iov, uint32_t iovcnt);
     void tx_flush();
     void check_timers(Connection *c, uint64_t now, bool after_rx);
@@ -255,7 +255,9 @@ private:
     // The time, for protocol timers and RTT samples, which need microseconds, not the
     // nanoseconds a fresh read costs per use (see FreshClock).
     uint64_t now() { return clock_.now(); }
-    void rx_datagram(int32_t buf, const uint8_t *data, uint32_t len, const LinkAddr &src);
+    // sealed false: a packet this NIC sent itself (self_deliver), which carries no checksum.
+    void rx_datagram(int32_t buf, const uint8_t *data, uint32_t len, const LinkAddr &src,
+                     bool sealed = true);
     // h: the packet's header, already copied out of buffer `buf` by the caller.
     // placed: where the payload was already copied as its CRC was checked (place_target), or
     // nullptr; the stage that places payloads copies it only if that is not where it goes.

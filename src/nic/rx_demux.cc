@@ -47,13 +47,13 @@ void Nic::buf_free(int32_t b)
 }
 
 SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
-                                 const LinkAddr &src)
+                                 const LinkAddr &src, bool sealed)
 {
     PacketHeader h;
     uint8_t *placed;
     const HeaderError err = check_header_placing(
         data, len, several_owners_ ? kAnyJobKey : static_cast<int64_t>(config_.job_key), &h,
-        [this, &src](const PacketHeader &hh) { return place_target(hh, src); }, &placed);
+        [this, &src](const PacketHeader &hh) { return place_target(hh, src); }, &placed, sealed);
     if (err != HeaderError::kOk) {
         count(drop_counter(err));
         SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "drop datagram from %s: %s",

@@ -66,6 +66,8 @@ SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
     for (uint32_t i = 1; i <= iovcnt; ++i) {
         payload += iov[i].iov_len;
     }
+    // To this NIC itself, while a packet buffer is free: delivered unsealed (self_deliver).
+    const bool self = tx_dgrams_[tx_count_].dst == self_addr_ && !free_bufs_.empty();
     if (payload <= kTxCopyMax) {
         uint8_t *to = pkt.payload;
         for (uint32_t i = 1; i <= iovcnt; ++i) {
@@ -73,16 +75,18 @@ SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
             to += iov[i].iov_len;
         }
         iov[0].iov_len = sizeof(PacketHeader) + payload;   // iov[0] starts at pkt.h
-        seal_packet(&pkt.h, iov[0].iov_len);
+        if (!self) {
+            seal_packet(&pkt.h, iov[0].iov_len);
+        }
         iovcnt = 0;
-    } else {
+    } else if (!self) {
         seal_header(&pkt.h, &iov[1], iovcnt);
     }
     PacketHeader *h = &pkt.h;
     if (log_enabled(LogLevel::kTrace)) {
         SRCNIC_LOG_TRACE("tx %s", to_string(*h).c_str());
     }
-    if (tx_dgrams_[tx_count_].dst == self_addr_ && self_deliver(iov, iovcnt + 1)) {
+    if (self && self_deliver(iov, iovcnt + 1)) {
         const uint64_t bytes = sizeof(PacketHeader) + payload;
         count(SRCNIC_CNT_TX_PACKETS);
         count(SRCNIC_CNT_TX_BYTES, bytes);
