@@ -27,6 +27,7 @@
 #include <cstring>
 #include <memory>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,8 +51,14 @@ struct Client {
 
     void start()
     {
+        const pid_t parent = getpid();
         pid = fork();
         if (pid == 0) {
+            // Goes with the fuzzer, however it ends.
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent) {
+                _exit(0);
+            }
             for (;;) {
                 pause();
             }
