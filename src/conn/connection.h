@@ -42,6 +42,10 @@ struct TxMsg {
     uint32_t psn_first = 0;    // first PSN
     uint32_t npkts = 0;        // PSNs it occupies (>= 1)
     uint32_t length = 0;       // payload bytes of the whole message
+    uint64_t offset = 0;       // requests: where its bytes start in its WQE's (a chunk of a
+                               // large WRITE or READ; 0 otherwise)
+    bool more = false;         // requests: a chunk after which more of its WQE follows (it does
+                               // not complete the WQE)
     uint32_t read_placed = 0;  // READ: response bytes placed so far
     uint32_t req_psn = 0;      // answers: first PSN of the request answered
     uint32_t peer_qpn = 0;     // dst_qpn on the wire

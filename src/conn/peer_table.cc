@@ -98,7 +98,7 @@ void Nic::conn_fail(Connection *c, srcnic_status_t status)
         c->head = m->next;
         if (m->kind == TxMsg::Kind::kRequest && !m->cancelled && m->qp != nullptr) {
             m->status = static_cast<int16_t>(status);
-            complete_request(m);
+            complete_request(c, m);
         }
         msg_free(m);
     }

@@ -69,7 +69,7 @@ uint8_t *Nic::read_target(const Connection *c, const PacketHeader &h) const
     if (m == nullptr || !read_resp_fits(*m, h) || m->cancelled || m->qp == nullptr) {
         return nullptr;
     }
-    return read_piece(*m, static_cast<uint32_t>(h.addr), h.payload_len);
+    return read_piece(*m, static_cast<uint32_t>(m->offset + h.addr), h.payload_len);
 }
 
 void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *payload,
@@ -94,11 +94,11 @@ void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *p
         return;
     }
     if (!m->cancelled && m->qp != nullptr && placed != nullptr && h.payload_len != 0 &&
-        placed == read_piece(*m, static_cast<uint32_t>(h.addr), h.payload_len)) {
+        placed == read_piece(*m, static_cast<uint32_t>(m->offset + h.addr), h.payload_len)) {
         count(SRCNIC_CNT_PLACED_WHILE_CHECKED);   // copied as its CRC was checked
     } else if (!m->cancelled && m->qp != nullptr) {
         AddrSpace &space = m->qp->owner()->space;
-        uint32_t offset = static_cast<uint32_t>(h.addr);
+        uint32_t offset = static_cast<uint32_t>(m->offset + h.addr);   // (in its WQE's scatter list)
         uint32_t left = h.payload_len;
         const uint8_t *src = payload;
         for (unsigned i = 0; i < m->wqe.num_sge && left > 0; ++i) {

@@ -511,20 +511,27 @@ unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag)
 unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
 {
     requester_take();   // what is still in the send ring is outstanding too
-    Connection *c = conn_by_id(dest.peer);
-    if (c == nullptr) {
-        return 0;
-    }
     unsigned n = 0;
-    for (TxMsg *m = c->head; m != nullptr; m = m->next) {
-        if (m->qp == ctx && !m->cancelled && m->peer_qpn == dest.qpn &&
-            m->kind == TxMsg::Kind::kRequest && (tag == 0 || m->wqe.tag == tag)) {
-            m->status = SRCNIC_ERR_CANCELED;
-            complete_request(m);
-            m->cancelled = true;
-            m->qp = nullptr;
-            ++n;
+    if (Connection *c = conn_by_id(dest.peer)) {
+        for (TxMsg *m = c->head; m != nullptr; m = m->next) {
+            if (m->qp == ctx && !m->cancelled && m->peer_qpn == dest.qpn &&
+                m->kind == TxMsg::Kind::kRequest && (tag == 0 || m->wqe.tag == tag)) {
+                const bool completes = !m->more;
+                m->status = SRCNIC_ERR_CANCELED;
+                complete_request(c, m);
+                m->cancelled = true;
+                m->qp = nullptr;
+                n += completes;
+            }
         }
+    }
+    // A large request not handed out whole yet completes now.
+    ChunkCursor &k = ctx->cursor();
+    if (k.active && k.wqe.dest.peer == dest.peer && k.wqe.dest.qpn == dest.qpn &&
+        (tag == 0 || k.wqe.tag == tag)) {
+        k.active = false;
+        ctx->complete(make_cqe(k.wqe.wr_id, SRCNIC_ERR_CANCELED, k.wqe.opcode, 0));
+        ++n;
     }
     return n;
 }

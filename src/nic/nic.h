@@ -93,6 +93,14 @@ constexpr uint64_t kAckDelayNs = 100 * 1000;
 constexpr uint32_t kTxTimerCalls = 8;
 // Message descriptors the requester leaves for the responder's answers.
 constexpr unsigned kAnswerReserve = 16;
+// A WRITE or READ longer than this goes as chunks of about this many bytes (whole packets of its
+// connection), each a message of its own
+// on the wire, and the next chunk is handed to the connection only once no more than half a
+// chunk of what it holds is still to transmit. Messages of other QPs posted meanwhile go between
+// two chunks: one process's large transfer does not hold the connection it shares with others
+// for its whole length (the data already in flight still goes first). Requests of the same QP
+// keep their order.
+constexpr uint64_t kChunkBytes = 256 * 1024;
 // A transmit batch goes to the link once its payloads add up to this many bytes, even if it
 // has room for more datagrams: the kernel then copies each payload while the bytes that
 // sealing it just read are still in the CPU's L2 cache. A full batch of 64-KB datagrams (2 MiB)
@@ -217,7 +225,13 @@ private:
 
     // --- requester (requester.cc): QP send rings -> connection FIFOs ---
     unsigned requester_take();
-    void complete_request(TxMsg *m);
+    // Hands the next chunk of qp's cursor to its connection if the connection is ready for it;
+    // completes the WQE when its connection is gone.
+    void take_chunk(QpContext *qp);
+    // Completes request m's WQE (m is on connection c): with m's status when m is its last (or
+    // only) message; an earlier chunk only passes a failure on to the next chunk, or to the
+    // cursor if that is not handed out yet.
+    void complete_request(Connection *c, TxMsg *m);
     void complete_in_order(Connection *c);
     TxMsg *msg_alloc();
     void msg_free(TxMsg *m);

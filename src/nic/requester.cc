@@ -5,6 +5,8 @@
 
 #include "core/clock.h"
 
+#include <algorithm>
+
 namespace srcnic {
 
 TxMsg *Nic::msg_alloc()
@@ -53,6 +55,10 @@ SRCNIC_HOT unsigned Nic::requester_take()
         if (qp == nullptr) {
             continue;
         }
+        if (qp->cursor().active) {
+            take_chunk(qp);
+            continue;   // its later work waits for the last chunk
+        }
         auto &sq = qp->sq();
         const bool trusted = qp->owner()->trusted;
         while (!sq.empty() && msgs_free_ > kAnswerReserve && qp->can_take()) {
@@ -82,12 +88,27 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);
                 continue;
             }
+            const uint64_t length = wqe_length(wqe);
+            if ((wqe.opcode == SRCNIC_OP_WRITE || wqe.opcode == SRCNIC_OP_READ) &&
+                length > kChunkBytes) {
+                // In chunks: the QP's later work waits until the last one is handed out.
+                ChunkCursor &k = qp->cursor();
+                k.active = true;
+                k.status = SRCNIC_OK;
+                k.wqe = wqe;
+                k.next = 0;
+                k.length = length;
+                msg_free(m);
+                take_chunk(qp);
+                break;
+            }
             m->kind = TxMsg::Kind::kRequest;
             m->qp = qp;
             m->local_qpn = qp->qpn();
             m->peer_qpn = wqe.dest.qpn;
             m->job_key = qp->owner()->job_key;
-            const uint64_t length = wqe_length(wqe);
+            m->offset = 0;
+            m->more = false;
             m->length = static_cast<uint32_t>(length);
             switch (wqe.opcode) {
             case SRCNIC_OP_SEND: m->opcode = static_cast<uint8_t>(Opcode::kSEND); break;
@@ -107,9 +128,78 @@ SRCNIC_HOT unsigned Nic::requester_take()
     return taken;
 }
 
-void Nic::complete_request(TxMsg *m)
+void Nic::take_chunk(QpContext *qp)
 {
-    m->qp->complete(make_cqe(m->wqe.wr_id, m->status, m->wqe.opcode, m->length));
+    ChunkCursor &k = qp->cursor();
+    Connection *c = conn_by_id(k.wqe.dest.peer);
+    if (c == nullptr) {
+        // The connection failed (its earlier chunks completed nothing): the WQE fails with it.
+        srcnic_status_t status = dest_status(k.wqe.dest);
+        if (k.status != SRCNIC_OK) {
+            status = static_cast<srcnic_status_t>(k.status);
+        } else if (status == SRCNIC_OK) {
+            status = SRCNIC_ERR_CONNECTION_RESET;
+        }
+        k.active = false;
+        qp->complete(make_cqe(k.wqe.wr_id, static_cast<int16_t>(status), k.wqe.opcode, 0));
+        return;
+    }
+    // Whole packets: a chunk ending in a short one would cost the stream a runt per chunk (and
+    // runts count in the short window, not the full one).
+    const uint32_t chunk_pkts = std::max<uint32_t>(1, static_cast<uint32_t>(kChunkBytes / c->seg_payload));
+    if (c->next_psn - c->send_psn > chunk_pkts / 2 || msgs_free_ <= kAnswerReserve) {
+        return;   // the previous chunk (or others' work) is still mostly to send
+    }
+    TxMsg *m = msg_alloc();
+    const uint64_t chunk = std::min<uint64_t>(static_cast<uint64_t>(chunk_pkts) * c->seg_payload,
+                                              k.length - k.next);
+    m->wqe = k.wqe;
+    m->kind = TxMsg::Kind::kRequest;
+    m->qp = qp;
+    m->local_qpn = qp->qpn();
+    m->peer_qpn = k.wqe.dest.qpn;
+    m->job_key = qp->owner()->job_key;
+    m->offset = k.next;
+    m->length = static_cast<uint32_t>(chunk);
+    m->more = k.next + chunk < k.length;
+    m->status = k.status;   // an earlier chunk's failure travels to the WQE's completion
+    k.status = SRCNIC_OK;
+    const bool read = k.wqe.opcode == SRCNIC_OP_READ;
+    m->opcode = static_cast<uint8_t>(read ? Opcode::kREAD_REQ : Opcode::kWRITE);
+    m->npkts = read ? 1 : static_cast<uint32_t>((chunk + c->seg_payload - 1) / c->seg_payload);
+    msg_append(c, m);
+    k.next += chunk;
+    if (!m->more) {
+        k.active = false;
+    }
+}
+
+void Nic::complete_request(Connection *c, TxMsg *m)
+{
+    if (!m->more) {
+        m->qp->complete(make_cqe(m->wqe.wr_id, m->status, m->wqe.opcode,
+                                 static_cast<uint32_t>(m->offset + m->length)));
+        return;
+    }
+    if (m->status == SRCNIC_OK) {
+        return;
+    }
+    // A chunk failed: its WQE completes with that, from its next chunk (on the same connection,
+    // after it) or, not handed out yet, from the cursor.
+    for (TxMsg *n = m->next; n != nullptr; n = n->next) {
+        if (n->kind == TxMsg::Kind::kRequest && n->qp == m->qp && n->wqe.wr_id == m->wqe.wr_id &&
+            n->offset == m->offset + m->length) {
+            if (n->status == SRCNIC_OK) {
+                n->status = m->status;
+            }
+            return;
+        }
+    }
+    ChunkCursor &k = m->qp->cursor();
+    if (k.active && k.status == SRCNIC_OK) {
+        k.status = m->status;
+    }
+    (void)c;
 }
 
 SRCNIC_HOT void Nic::complete_in_order(Connection *c)
@@ -125,7 +215,7 @@ SRCNIC_HOT void Nic::complete_in_order(Connection *c)
                 break;
             }
             if (!m->cancelled && m->qp != nullptr) {
-                complete_request(m);
+                complete_request(c, m);
             }
         }
         c->head = m->next;

@@ -175,6 +175,13 @@ SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
         }
     }
     h->sack = c->reorder_count ? rx_sack(c) : 0;
+    if (h->opcode == static_cast<uint8_t>(Opcode::kNAK)) {
+        // A NAK's acknowledgement is not applied by its receiver (it carries no stream
+        // position, §5.4): what was owed stays owed and goes out with the next packet or ACK,
+        // so that requests delivered before a message refused as not ready complete while
+        // the sender keeps resending that message.
+        return;
+    }
     c->ack_pending = c->ack_now = c->ack_next = false;
     c->unacked_rx = 0;
     c->unacked_rx_bytes = 0;
@@ -249,13 +256,13 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
             h->addr = offset;
             iovcnt = gather(m->wqe, offset, plen, iov);
             break;
-        case Opcode::kWRITE:
-            h->addr = m->wqe.remote_addr + offset;
+        case Opcode::kWRITE:   // (a chunk's bytes start at m->offset of its WQE's)
+            h->addr = m->wqe.remote_addr + m->offset + offset;
             h->rkey = m->wqe.rkey;
-            iovcnt = gather(m->wqe, offset, plen, iov);
+            iovcnt = gather(m->wqe, static_cast<uint32_t>(m->offset + offset), plen, iov);
             break;
         case Opcode::kREAD_REQ:
-            h->addr = m->wqe.remote_addr;
+            h->addr = m->wqe.remote_addr + m->offset;
             h->rkey = m->wqe.rkey;
             break;
         case Opcode::kREAD_RESP:
@@ -291,7 +298,7 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
             // The request names memory its host does not have: it fails there, and what is
             // left of it goes as NOPs (§3.6).
             m->status = SRCNIC_ERR_INVALID_ADDR;
-            complete_request(m);
+            complete_request(c, m);
             m->cancelled = true;
             m->qp = nullptr;
             h->opcode = static_cast<uint8_t>(Opcode::kNOP);

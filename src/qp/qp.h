@@ -68,6 +68,16 @@ struct Owner {
     void *user = nullptr;       // the agent's record of the process
 };
 
+// A large WRITE or READ the requester is cutting into chunks (requester.cc): the WQE, taken
+// from the ring, and how far its chunks have been handed to the connection.
+struct ChunkCursor {
+    bool active = false;
+    int16_t status = 0;        // a failure of an earlier chunk, carried to the WQE's completion
+    srcnic_wqe_t wqe{};
+    uint64_t next = 0;         // offset of the next chunk in the WQE's bytes
+    uint64_t length = 0;       // the WQE's bytes
+};
+
 // The NIC's end of a QP.
 class alignas(64) QpContext {
 public:
@@ -98,6 +108,8 @@ public:
     // The host broke the rings' rules (counters out of range); the agent detaches it.
     bool faulted() const { return faulted_; }
     void fault() { faulted_ = true; }
+    // The WQE being cut into chunks, if cursor().active (the QP's later WQEs wait for it).
+    ChunkCursor &cursor() { return cursor_; }
 
 private:
     Nic *const nic_;
@@ -108,6 +120,7 @@ private:
     RingWriter<srcnic_cqe_t> cq_;
     uint32_t owed_ = 0;      // work requests taken and not yet completed
     bool faulted_ = false;
+    ChunkCursor cursor_;
 };
 
 // The host's end of a QP: the srcnic_qp_t handle.

@@ -167,6 +167,93 @@ TEST_F(NicBasic, write_read__content_verified)
     nics_.nic(1)->mr_dereg(mr);
 }
 
+// A large WRITE or READ goes in chunks of kChunkBytes: another QP's message posted after it
+// arrives before it completes; one spread over several scatter entries lands where it should;
+// the QP's own later request still completes after it.
+TEST_F(NicBasic, write_read__large_in_chunks_others_go_between)
+{
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa2;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, &qa2));
+    const uint32_t big = 4 << 20;
+    ASSERT_GT(big, 4 * kChunkBytes);
+    std::vector<uint8_t> region(big, 0);
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->mr_reg(region.data(), region.size(),
+                                               SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    const uint64_t raddr = reinterpret_cast<uint64_t>(region.data());
+    auto data = pattern(big, 3);
+    uint8_t small = 42, rbuf[8];
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(9, rbuf, sizeof(rbuf))));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_WRITE, to_b_, 1, data.data(), big, raddr, mr->rkey)));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b_, 2, &small, 1)));   // behind it on its QP
+    nics_.nic(0)->transmit();
+    ASSERT_EQ(SRCNIC_OK, qa2->post_send(make_send(to_b_, 3, &small, 1)));   // another QP
+    // Receive: the other QP's message arrives while the WRITE is still going.
+    srcnic_cqe_t rc;
+    ASSERT_TRUE(poll_one(nics_.all(), qb_, &rc));
+    EXPECT_EQ(9u, rc.wr_id);
+    EXPECT_EQ(qa2->qpn(), rc.src_qpn) << "the message of the other QP waited for the whole WRITE";
+    srcnic_cqe_t c;
+    EXPECT_EQ(0u, qa_->poll_cq(&c, 1)) << "the WRITE completed before the other QP's message arrived";
+    // The WRITE completes once, whole, then the QP's SEND behind it.
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+    EXPECT_EQ(1u, c.wr_id);
+    EXPECT_EQ(SRCNIC_OK, c.status);
+    EXPECT_EQ(big, c.byte_len);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), region.begin()));
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(10, rbuf, sizeof(rbuf))));
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+    EXPECT_EQ(2u, c.wr_id);
+    // A READ of it back into three scatter entries whose edges fall inside chunks.
+    std::vector<uint8_t> back(big + 1, 0x5a);
+    srcnic_wqe_t rd = make_rdma(SRCNIC_OP_READ, to_b_, 4, back.data(), 1000000, raddr, mr->rkey);
+    rd.num_sge = 3;
+    rd.u.sge[1] = {reinterpret_cast<uint64_t>(back.data()) + 1000000, 333333, 0};
+    rd.u.sge[2] = {reinterpret_cast<uint64_t>(back.data()) + 1333333, big - 1333333, 0};
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(rd));
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+    EXPECT_EQ(4u, c.wr_id);
+    EXPECT_EQ(SRCNIC_OK, c.status);
+    EXPECT_EQ(big, c.byte_len);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), back.begin()));
+    EXPECT_EQ(0x5a, back[big]);
+    ASSERT_TRUE(poll_one(nics_.all(), qa2, &c));
+    EXPECT_EQ(3u, c.wr_id);
+    nics_.nic(1)->mr_dereg(mr);
+}
+
+// Cancelling a request that goes in chunks completes it once, whatever of it was handed out.
+TEST_F(NicBasic, cancel__chunked_write_completes_once)
+{
+    const uint32_t big = 4 << 20;
+    std::vector<uint8_t> region(big, 0), data(big, 7);
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->mr_reg(region.data(), region.size(), SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, to_b_, 1, data.data(), big,
+                               reinterpret_cast<uint64_t>(region.data()), mr->rkey);
+    w.tag = 5;
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(w));
+    for (int i = 0; i < 3; ++i) {
+        nics_.nic(0)->progress();
+        nics_.nic(1)->progress();
+    }
+    EXPECT_EQ(1u, nics_.nic(0)->qp_cancel(qa_, to_b_, 5));
+    srcnic_cqe_t c;
+    ASSERT_EQ(1u, qa_->poll_cq(&c, 1));
+    EXPECT_EQ(SRCNIC_ERR_CANCELED, c.status);
+    // Nothing more: the chunks on the wire finish as NOPs and complete nothing.
+    ASSERT_TRUE(progress_until(nics_.all(), [&] { return nics_.nic(0)->num_connections() == 1 &&
+                                                         qa_->outstanding() == 0; }));
+    for (int i = 0; i < 200; ++i) {
+        nics_.nic(0)->progress();
+        nics_.nic(1)->progress();
+    }
+    EXPECT_EQ(0u, qa_->poll_cq(&c, 1));
+    nics_.nic(1)->mr_dereg(mr);
+}
+
 TEST_F(NicBasic, remote_access__forged_or_out_of_bounds_refused_memory_unchanged)
 {
     std::vector<uint8_t> region(10000, 0x11), guard_before(64, 0x22);
