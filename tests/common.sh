@@ -13,6 +13,14 @@ run_bounded() {
     }
 }
 
+# need_netns: skip (77) unless network namespaces can be made here (root, ip netns, unshare).
+need_netns() {
+    [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
+    command -v ip >/dev/null 2>&1 && ip netns list >/dev/null 2>&1 ||
+        { echo "SKIP: 'ip netns' is unavailable"; exit 77; }
+    command -v unshare >/dev/null 2>&1 || { echo "SKIP: unshare is unavailable"; exit 77; }
+}
+
 module="$top_builddir/uct_src/.libs/libuct_src.so"
 
 # The preload list for the module: a sanitizer build needs its runtimes first.

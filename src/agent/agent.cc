@@ -655,10 +655,8 @@ void Agent::handle_message(Client *c)
         QpCreateReply r = {};
         r.hdr.type = static_cast<uint32_t>(MsgType::kQpCreateReply);
         r.hdr.length = sizeof(r);
-        auto pow2 = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0 && v <= (1u << 16); };
-        const QpRingLayout layout =
-            QpRingLayout::make<srcnic_wqe_t, srcnic_recv_wqe_t, srcnic_cqe_t>(req.sq_size, req.rq_size);
-        if (!pow2(req.sq_size) || !pow2(req.rq_size) || req.ring_offset % 4096 != 0 ||
+        QpRingLayout layout;
+        if (qp_layout(req.sq_size, req.rq_size, false, &layout) != SRCNIC_OK || req.ring_offset % 4096 != 0 ||
             req.ring_offset < kHeaderBytes || req.ring_offset > c->segment_bytes ||
             layout.bytes > c->segment_bytes - req.ring_offset) {
             r.hdr.status = SRCNIC_ERR_INVALID_PARAM;

@@ -341,15 +341,11 @@ void AttachedNic::mem_free(void *ptr, size_t size)
 
 srcnic_status_t AttachedNic::qp_create(const srcnic_qp_config_t &config, Qp **qp_p)
 {
-    auto pow2 = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
-    if (!pow2(config.sq_size) || !pow2(config.rq_size) || config.sq_size > (1u << 16) ||
-        config.rq_size > (1u << 16)) {
-        SRCNIC_LOG_ERROR("QP ring sizes must be powers of 2 up to 65536 (sq_size=%u rq_size=%u)",
-                         config.sq_size, config.rq_size);
-        return SRCNIC_ERR_INVALID_PARAM;
+    QpRingLayout layout;
+    const srcnic_status_t status = qp_layout(config.sq_size, config.rq_size, true, &layout);
+    if (status != SRCNIC_OK) {
+        return status;
     }
-    const QpRingLayout layout =
-        QpRingLayout::make<srcnic_wqe_t, srcnic_recv_wqe_t, srcnic_cqe_t>(config.sq_size, config.rq_size);
     const uint64_t off = arena_alloc(layout.bytes, 4096);
     if (off == 0) {
         SRCNIC_LOG_ERROR("no room for a QP's rings (%zu bytes) in the arena shared with the agent",

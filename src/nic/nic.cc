@@ -408,15 +408,11 @@ void Nic::qp_slot_free(uint32_t slot)
 
 srcnic_status_t Nic::qp_create(const srcnic_qp_config_t &config, Qp **qp_p)
 {
-    auto pow2 = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0; };
-    if (!pow2(config.sq_size) || !pow2(config.rq_size) || config.sq_size > (1u << 16) ||
-        config.rq_size > (1u << 16)) {
-        SRCNIC_LOG_ERROR("QP ring sizes must be powers of 2 up to 65536 (sq_size=%u rq_size=%u)",
-                         config.sq_size, config.rq_size);
-        return SRCNIC_ERR_INVALID_PARAM;
+    QpRingLayout layout;
+    const srcnic_status_t status = qp_layout(config.sq_size, config.rq_size, true, &layout);
+    if (status != SRCNIC_OK) {
+        return status;
     }
-    const QpRingLayout layout =
-        QpRingLayout::make<srcnic_wqe_t, srcnic_recv_wqe_t, srcnic_cqe_t>(config.sq_size, config.rq_size);
     void *block = std::aligned_alloc(4096, layout.bytes);
     if (block == nullptr) {
         return SRCNIC_ERR_NO_MEMORY;

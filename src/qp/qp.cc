@@ -1,6 +1,7 @@
 // Both ends of a QP: the host's posting and polling, WQE validation, and the NIC's completions.
 #include "qp/qp.h"
 
+#include "core/log.h"
 #include "nic/nic.h"
 
 #include <new>
@@ -30,6 +31,20 @@ srcnic_status_t validate_wqe(const srcnic_wqe_t &wqe, size_t max_msg)
     if ((wqe.flags & ~SRCNIC_WQE_FLAG_INLINE) != 0 || length > max_msg) {
         return SRCNIC_ERR_INVALID_PARAM;
     }
+    return SRCNIC_OK;
+}
+
+srcnic_status_t qp_layout(uint32_t sq_size, uint32_t rq_size, bool log, QpRingLayout *layout_p)
+{
+    auto pow2 = [](uint32_t v) { return v != 0 && (v & (v - 1)) == 0 && v <= (1u << 16); };
+    if (!pow2(sq_size) || !pow2(rq_size)) {
+        if (log) {
+            SRCNIC_LOG_ERROR("QP ring sizes must be powers of 2 up to 65536 (sq_size=%u rq_size=%u)",
+                             sq_size, rq_size);
+        }
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    *layout_p = QpRingLayout::make<srcnic_wqe_t, srcnic_recv_wqe_t, srcnic_cqe_t>(sq_size, rq_size);
     return SRCNIC_OK;
 }
 

@@ -43,6 +43,10 @@ inline srcnic_cqe_t make_cqe(uint64_t wr_id, int16_t status, uint8_t opcode, uin
 // than max_msg bytes.
 srcnic_status_t validate_wqe(const srcnic_wqe_t &wqe, size_t max_msg);
 
+// The rings of a QP of sq_size send and rq_size receive entries: OK, or INVALID_PARAM (logged
+// when log is true) unless both are powers of 2 up to 65536.
+srcnic_status_t qp_layout(uint32_t sq_size, uint32_t rq_size, bool log, QpRingLayout *layout_p);
+
 // Bytes of the message a (valid) WQE describes.
 inline uint64_t wqe_length(const srcnic_wqe_t &wqe)
 {

@@ -2,6 +2,7 @@
 // processes verified byte for byte, remote access to a process that never progresses, processes
 // and agents that die, malformed ring entries, users and jobs kept apart, and leaks.
 #include "agent/agent_harness.h"
+#include "link/nic_harness.h"
 
 #include "qp/qp.h"
 
@@ -69,6 +70,10 @@ struct Attached {
     }
     void close()
     {
+        if (mr != nullptr) {
+            srcnic_mr_dereg(mr);
+            mr = nullptr;
+        }
         if (qp != nullptr) {
             srcnic_qp_destroy(qp);
             qp = nullptr;
@@ -79,6 +84,23 @@ struct Attached {
         }
     }
     ~Attached() { close(); }
+
+    // A registered region of len bytes (filled with seed's pattern unless seed is 0) whose
+    // PeerInfo goes to the test through ch; errors as text.
+    std::vector<uint8_t> region;
+    srcnic_mr_t *mr = nullptr;
+    std::string serve(size_t len, unsigned access, uint32_t seed, const Channel &ch)
+    {
+        region.assign(len, 0);
+        if (seed != 0) {
+            fill(region.data(), len, seed);
+        }
+        if (srcnic_mr_reg(nic, region.data(), len, access, &mr) != SRCNIC_OK) {
+            return "mr_reg";
+        }
+        ch.send(info(mr, region.data(), len));
+        return "";
+    }
 
     PeerInfo info(srcnic_mr_t *mr = nullptr, void *region = nullptr, size_t length = 0) const
     {
@@ -124,19 +146,11 @@ struct Attached {
     }
 };
 
+// A WQE of one gather entry (make_rdma of the link tier), for any opcode.
 srcnic_wqe_t wqe(srcnic_opcode_t op, srcnic_dest_t dest, uint64_t wr_id, const void *local, uint32_t len,
                  uint64_t remote_addr = 0, uint64_t rkey = 0)
 {
-    srcnic_wqe_t w = {};
-    w.wr_id = wr_id;
-    w.opcode = op;
-    w.dest = dest;
-    w.num_sge = 1;
-    w.u.sge[0].addr = reinterpret_cast<uint64_t>(local);
-    w.u.sge[0].length = len;
-    w.remote_addr = remote_addr;
-    w.rkey = rkey;
-    return w;
+    return make_rdma(op, dest, wr_id, const_cast<void *>(local), len, remote_addr, rkey);
 }
 
 class AgentTest : public ::testing::Test {
@@ -207,13 +221,10 @@ TEST_F(AgentTest, send_write_read__every_size_verified_across_processes)
                 return "post_recv";
             }
         }
-        std::vector<uint8_t> region(max);
-        srcnic_mr_t *mr;
-        if (srcnic_mr_reg(b.nic, region.data(), region.size(),
-                          SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, &mr) != SRCNIC_OK) {
-            return "mr_reg";
+        e = b.serve(max, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, 0, ch);
+        if (!e.empty()) {
+            return e;
         }
-        ch.send(b.info(mr, region.data(), region.size()));
         for (size_t i = 0; i < kSizes.size() + kInline.size(); ++i) {
             const size_t len = i < kSizes.size() ? kSizes[i] : kInline[i - kSizes.size()];
             srcnic_cqe_t cqe;
@@ -234,10 +245,9 @@ TEST_F(AgentTest, send_write_read__every_size_verified_across_processes)
         if (!ch.recv(&seed)) {
             return "no word from the test";
         }
-        if (!check(region.data(), region.size(), seed)) {
+        if (!check(b.region.data(), b.region.size(), seed)) {
             return "the region does not hold what was written";
         }
-        srcnic_mr_dereg(mr);
         for (size_t i = 0; i < bufs.size(); ++i) {
             if (i % 2) {
                 srcnic_nic_mem_free(b.nic, bufs[i], max);
@@ -310,22 +320,17 @@ TEST_F(AgentTest, rdma__served_while_the_target_never_progresses)
     Child target([&](const Channel &ch) -> std::string {
         Attached b;
         std::string e = b.open(config);
+        if (e.empty()) {
+            e = b.serve(kLen, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, 5, ch);
+        }
         if (!e.empty()) {
             return e;
         }
-        std::vector<uint8_t> region(kLen);
-        fill(region.data(), kLen, 5);
-        srcnic_mr_t *mr;
-        if (srcnic_mr_reg(b.nic, region.data(), kLen,
-                          SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, &mr) != SRCNIC_OK) {
-            return "mr_reg";
-        }
-        ch.send(b.info(mr, region.data(), kLen));
         uint32_t seed;
         if (!ch.recv(&seed, 60)) {   // blocked here, no progress, until the test is done
             return "no word from the test";
         }
-        return check(region.data(), kLen, seed) ? "" : "the region does not hold what was written";
+        return check(b.region.data(), kLen, seed) ? "" : "the region does not hold what was written";
     });
     PeerInfo p;
     ASSERT_TRUE(target.chan().recv(&p)) << target.join();
@@ -354,16 +359,12 @@ TEST_F(AgentTest, rdma__an_rkey_opens_only_its_owners_memory)
         return [&, seed](const Channel &ch) -> std::string {
             Attached b;
             std::string e = b.open(config);
+            if (e.empty()) {
+                e = b.serve(4096, SRCNIC_ACCESS_REMOTE_READ, seed, ch);
+            }
             if (!e.empty()) {
                 return e;
             }
-            std::vector<uint8_t> region(4096);
-            fill(region.data(), region.size(), seed);
-            srcnic_mr_t *mr;
-            if (srcnic_mr_reg(b.nic, region.data(), region.size(), SRCNIC_ACCESS_REMOTE_READ, &mr) != SRCNIC_OK) {
-                return "mr_reg";
-            }
-            ch.send(b.info(mr, region.data(), region.size()));
             uint32_t done;
             ch.recv(&done, 60);
             return "";
@@ -402,16 +403,12 @@ TEST_F(AgentTest, failure__client_killed_mid_transfer)
     Child victim([&](const Channel &ch) -> std::string {
         Attached b;
         std::string e = b.open(config);
+        if (e.empty()) {
+            e = b.serve(kLen, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, 0, ch);
+        }
         if (!e.empty()) {
             return e;
         }
-        std::vector<uint8_t> region(kLen);
-        srcnic_mr_t *mr;
-        if (srcnic_mr_reg(b.nic, region.data(), kLen, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE,
-                          &mr) != SRCNIC_OK) {
-            return "mr_reg";
-        }
-        ch.send(b.info(mr, region.data(), kLen));
         uint32_t never;
         ch.recv(&never, 120);
         return "";

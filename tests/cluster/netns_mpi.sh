@@ -6,10 +6,7 @@
 # 'ip netns'.
 . "$top_srcdir/tests/common.sh"
 
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
-command -v ip >/dev/null 2>&1 && ip netns list >/dev/null 2>&1 ||
-    { echo "SKIP: 'ip netns' is unavailable"; exit 77; }
-command -v unshare >/dev/null 2>&1 || { echo "SKIP: unshare is unavailable"; exit 77; }
+need_netns
 
 testbed="$top_srcdir/contrib/netns-testbed.sh"
 srcrun="$top_builddir/contrib/srcrun"
