@@ -34,6 +34,7 @@ struct TxMsg {
     enum class Kind : uint8_t { kRequest, kReadResponse, kErrorResponse };
 
     Kind kind = Kind::kRequest;
+    uint64_t serial = 0;       // drawn when allocated: names this use of the descriptor
     uint8_t opcode = 0;        // wire Opcode of its packets
     bool acked = false;        // every PSN acknowledged
     bool answered = false;     // READ: every response byte placed (or an error came back)

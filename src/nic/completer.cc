@@ -108,11 +108,8 @@ void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *p
                 continue;
             }
             const uint32_t take = std::min(left, sge.length - offset);
-            if (!space.write(sge.addr + offset, src, take)) {
-                // The READ's destination is not the host's memory: it completes with the error.
-                m->status = SRCNIC_ERR_INVALID_ADDR;
-                break;
-            }
+            // (A failure fails the READ: write_behind sets its status.)
+            write_behind(space, sge.addr + offset, src, take, m);
             src += take;
             left -= take;
             offset = 0;

@@ -251,6 +251,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
         }
         self = static_cast<unsigned>(self_rx_work_.size());
         self_rx_work_.clear();
+        flush_writes();
     }
     if (rx_posted_ + free_bufs_.size() < kRxBurst) {
         reclaim_reorder_buffers();
@@ -281,6 +282,7 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
         rx_bufs_[i] = rx_bufs_[rx_posted_ - 1 - i];
     }
     rx_posted_ -= got;
+    flush_writes();   // before the acknowledgements of what the burst placed go out
     return got + self;
 }
 
@@ -450,6 +452,7 @@ srcnic_status_t Nic::qp_attach(Owner *owner, const QpRingLayout &layout, void *b
 
 void Nic::qp_detach(QpContext *ctx)
 {
+    flush_writes();
     for (size_t slot = 1; slot < conns_.size(); ++slot) {
         Connection &c = *conns_[slot];
         if (c.state != ConnState::kOpen) {
@@ -483,6 +486,7 @@ void Nic::qp_destroy(Qp *qp)
 
 void Nic::owner_release(Owner *owner)
 {
+    flush_writes();   // nothing bound for its memory waits past this
     for (size_t slot = 1; slot < conns_.size(); ++slot) {
         Connection &c = *conns_[slot];
         if (c.state != ConnState::kOpen) {
@@ -506,28 +510,37 @@ unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag)
 
 unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
 {
-    requester_take();   // what is still in the send ring is outstanding too
     unsigned n = 0;
-    if (Connection *c = conn_by_id(dest.peer)) {
-        for (TxMsg *m = c->head; m != nullptr; m = m->next) {
-            if (m->qp == ctx && !m->cancelled && m->peer_qpn == dest.qpn &&
-                m->kind == TxMsg::Kind::kRequest && (tag == 0 || m->wqe.tag == tag)) {
-                const bool completes = !m->more;
-                m->status = SRCNIC_ERR_CANCELED;
-                complete_request(c, m);
-                m->cancelled = true;
-                m->qp = nullptr;
-                n += completes;
+    for (;;) {
+        requester_take();   // what is still in the send ring is outstanding too
+        if (Connection *c = conn_by_id(dest.peer)) {
+            for (TxMsg *m = c->head; m != nullptr; m = m->next) {
+                if (m->qp == ctx && !m->cancelled && m->peer_qpn == dest.qpn &&
+                    m->kind == TxMsg::Kind::kRequest && (tag == 0 || m->wqe.tag == tag)) {
+                    const bool completes = !m->more;
+                    m->status = SRCNIC_ERR_CANCELED;
+                    complete_request(c, m);
+                    m->cancelled = true;
+                    m->qp = nullptr;
+                    n += completes;
+                }
             }
         }
-    }
-    // A large request not handed out whole yet completes now.
-    ChunkCursor &k = ctx->cursor();
-    if (k.active && k.wqe.dest.peer == dest.peer && k.wqe.dest.qpn == dest.qpn &&
-        (tag == 0 || k.wqe.tag == tag)) {
+        // A large request not handed out whole yet completes now, and what waited behind it
+        // in the ring can be taken (and cancelled) in turn.
+        ChunkCursor &k = ctx->cursor();
+        if (!k.active || k.wqe.dest.peer != dest.peer || k.wqe.dest.qpn != dest.qpn ||
+            (tag != 0 && k.wqe.tag != tag)) {
+            break;
+        }
         k.active = false;
         ctx->complete(make_cqe(k.wqe.wr_id, SRCNIC_ERR_CANCELED, k.wqe.opcode, 0));
         ++n;
+    }
+    // Work still in the ring (behind another request in chunks, or waiting for room in the
+    // completion ring) is cancelled as it is taken.
+    if (!ctx->sq().empty()) {
+        ctx->cancels().push_back(QpContext::Cancel{dest, tag, ctx->sq().position() + ctx->sq().available()});
     }
     return n;
 }

@@ -173,6 +173,14 @@ public:
             notified_.push_back(owner);
         }
     }
+    // Writes what the write-behind holds (staging.cc): before a completion is written, when a
+    // receive burst ends, before an owner or QP goes.
+    void flush_writes()
+    {
+        if (wb_.len != 0) {
+            write_behind_flush();
+        }
+    }
     // The owners (other than this process) that got completions since the last call.
     std::vector<Owner *> &notified() { return notified_; }
 
@@ -225,6 +233,8 @@ private:
 
     // --- requester (requester.cc): QP send rings -> connection FIFOs ---
     unsigned requester_take();
+    // Whether wqe, taken from qp's ring at position, was cancelled while it waited there.
+    bool cancelled_in_ring(QpContext *qp, const srcnic_wqe_t &wqe, uint32_t position);
     // Hands the next chunk of qp's cursor to its connection if the connection is ready for it;
     // completes the WQE when its connection is gone.
     void take_chunk(QpContext *qp);
@@ -242,9 +252,23 @@ private:
     unsigned tx_schedule(uint64_t now, bool after_rx);
     // Transmits PSN psn of c; returns its message (nullptr: acknowledged meanwhile).
     const TxMsg *tx_packet(Connection *c, uint32_t psn, bool retransmit);
-    // Points the gather list at memory the NIC can read: pieces in space that must be copied
-    // are staged (tx_stage). False if space does not have them (a bad address, a host gone).
-    bool gather_from(AddrSpace &space, struct iovec *iov, uint32_t iovcnt);
+
+    // --- memory the NIC cannot touch directly (staging.cc) ---
+    // Bytes [off, off + len) of m's data, read from space into the staging cache (a block at a
+    // time: one cross-memory read feeds many packets); off counts in the WQE's data (requests)
+    // or in the answer (READ_RESP), total is where m's data ends. nullptr if space does not
+    // have them (a bad address, an owner gone). Valid until the transmit batch is flushed.
+    const uint8_t *stage(const TxMsg &m, AddrSpace &space, uint64_t off, uint32_t len, uint64_t total);
+    // Points iov[0..n) (pieces of a request's gather list in space) at memory the NIC can read:
+    // translated where space shares it, else one staged piece (*n = 1). False as for stage.
+    bool gather_from(const TxMsg &m, AddrSpace &space, uint64_t off, uint32_t len, struct iovec *iov,
+                     uint32_t *n);
+    // Writes len bytes to addr in space: at once where space shares that memory; else
+    // collected while they continue the same range (write-behind) and written with one call
+    // at the latest when the receive burst ends or a completion is written (flush_writes).
+    // read: the READ the bytes answer, failed if the write fails.
+    void write_behind(AddrSpace &space, uint64_t addr, const uint8_t *src, uint32_t len, TxMsg *read);
+    void write_behind_flush();
     void tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm);
     void tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn, uint32_t job_key);
     void fill_ack(Connection *c, PacketHeader *h);
@@ -427,14 +451,34 @@ private:
         uint8_t payload[kTxCopyMax];
     };
     TxPacket tx_pkts_[kTxBatch];
-    // Payload of the batch's packets copied out of memory the NIC cannot read directly (an
-    // attached client's outside its windows): kTxBatchBytes plus one datagram, as the batch
-    // is flushed once it holds kTxBatchBytes. Allocated on first use.
-    std::unique_ptr<uint8_t[]> tx_stage_;
-    size_t tx_stage_used_ = 0;
-    size_t tx_stage_mark_ = 0;      // tx_stage_used_ when the batch's newest packet began
-    // Staging for len bytes of the batch's next packet (tx_stage_).
-    uint8_t *tx_stage(size_t len);
+    uint64_t tx_batch_id_ = 1;      // the batch being built (bumped by each flush)
+    uint64_t msg_serial_ = 0;       // last TxMsg::serial drawn
+
+    // The staging cache (stage()): a block holds [off, off + len) of one message's data; blocks
+    // the batch's packets point into are not reused before it is flushed, and there is one
+    // more block than a batch has packets. Allocated on first use.
+    static constexpr uint32_t kStageBlockBytes = 64 * 1024;
+    static constexpr unsigned kStageBlocks = kTxBatch + 1;
+    struct StageBlock {
+        uint64_t serial = 0;        // message whose bytes it holds (TxMsg::serial); 0 = none
+        uint64_t off = 0;           // its first byte, in the message's data
+        uint32_t len = 0;           // bytes
+        uint64_t batch = 0;         // tx_batch_id_ of the last batch pointing into it
+        uint64_t used = 0;          // stage_clock_ at its last use (least recent is reused)
+        std::unique_ptr<uint8_t[]> data;
+    };
+    std::unique_ptr<StageBlock[]> stage_;
+    uint64_t stage_clock_ = 0;
+    unsigned stage_last_ = kStageBlocks;   // block of the latest stage() (kStageBlocks: none)
+    // The write-behind (write_behind()): bytes bound for [addr, addr + len) of space.
+    struct WriteBehind {
+        AddrSpace *space = nullptr;
+        uint64_t addr = 0;
+        uint32_t len = 0;
+        TxMsg *read = nullptr;      // the READ they answer, if any ...
+        uint64_t serial = 0;        // ... while it is this use of the descriptor
+        std::unique_ptr<uint8_t[]> buf;   // kStageBlockBytes, allocated on first use
+    } wb_;
     struct iovec tx_iov_[kTxBatch][kLinkMaxIov];
     TxDatagram tx_dgrams_[kTxBatch];
     Connection *tx_conn_[kTxBatch];   // connection each datagram belongs to (nullptr: none)

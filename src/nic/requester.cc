@@ -18,6 +18,7 @@ TxMsg *Nic::msg_alloc()
     free_msgs_ = m->next;
     --msgs_free_;
     m->next = nullptr;
+    m->serial = ++msg_serial_;
     m->acked = m->answered = m->cancelled = false;
     m->status = SRCNIC_OK;
     m->read_placed = 0;
@@ -67,10 +68,16 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);
                 break;
             }
+            const uint32_t position = sq.position();
             sq.pop();
             qp->took();
             ++taken;
             const srcnic_wqe_t &wqe = m->wqe;
+            if (!qp->cancels().empty() && cancelled_in_ring(qp, wqe, position)) {
+                qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_CANCELED, wqe.opcode, 0));
+                msg_free(m);
+                continue;
+            }
             // A host in another process may have written anything: the copy is checked.
             if (!trusted && srcnic::validate_wqe(wqe, max_msg_) != SRCNIC_OK) {
                 qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_INVALID_PARAM, wqe.opcode, 0));
@@ -126,6 +133,24 @@ SRCNIC_HOT unsigned Nic::requester_take()
         }
     }
     return taken;
+}
+
+bool Nic::cancelled_in_ring(QpContext *qp, const srcnic_wqe_t &wqe, uint32_t position)
+{
+    auto &cancels = qp->cancels();
+    bool hit = false;
+    for (size_t i = 0; i < cancels.size();) {
+        const QpContext::Cancel &k = cancels[i];
+        if (static_cast<int32_t>(position - k.until) >= 0) {
+            cancels[i] = cancels.back();   // every WQE it covered has been taken
+            cancels.pop_back();
+            continue;
+        }
+        hit |= k.dest.peer == wqe.dest.peer && k.dest.qpn == wqe.dest.qpn &&
+               (k.tag == 0 || k.tag == wqe.tag);
+        ++i;
+    }
+    return hit;
 }
 
 void Nic::take_chunk(QpContext *qp)
@@ -204,6 +229,7 @@ void Nic::complete_request(Connection *c, TxMsg *m)
 
 SRCNIC_HOT void Nic::complete_in_order(Connection *c)
 {
+    flush_writes();   // a READ's answer lands before its completion says so
     while (c->head != nullptr) {
         TxMsg *m = c->head;
         if (!m->acked) {

@@ -172,10 +172,13 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
         return refuse_rest(c, h, SRCNIC_ERR_UNREACHABLE);
     }
     if (!qp->owner()->mrs.check(h.rkey, h.addr, h.payload_len, SRCNIC_ACCESS_REMOTE_WRITE) ||
-        !qp->owner()->space.write(h.addr, payload, h.payload_len)) {
+        !qp->owner()->space.alive()) {
         count(SRCNIC_CNT_ACCESS_ERRORS);
         return refuse_rest(c, h, SRCNIC_ERR_REMOTE_ACCESS);
     }
+    // (Into memory the NIC cannot write directly the segment joins the write-behind: a
+    // failure there, the owner's memory gone, is counted, and the sender is not told.)
+    write_behind(qp->owner()->space, h.addr, payload, h.payload_len, nullptr);
     if (h.flags & kFlagLast) {
         in = Connection::Inbound();
     }

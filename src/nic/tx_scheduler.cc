@@ -45,7 +45,7 @@ SRCNIC_HOT PacketHeader *Nic::tx_slot(const LinkAddr &dst, uint32_t job_key, str
     if (tx_count_ == kTxBatch || tx_batch_bytes_ >= kTxBatchBytes) {
         tx_flush();   // empties the batch, whatever the link took
     }
-    tx_stage_mark_ = tx_stage_used_;
+    stage_last_ = kStageBlocks;
     PacketHeader *h = &tx_pkts_[tx_count_].h;
     // Built whole, which the compiler stores as vector words; a memset of the 96 bytes becomes
     // `rep stosq` under generic tuning, tens of cycles to start, on every packet.
@@ -87,6 +87,11 @@ SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
         SRCNIC_LOG_TRACE("tx %s", to_string(*h).c_str());
     }
     if (self && self_deliver(iov, iovcnt + 1)) {
+        // Copied: the staging block it came from (a block holds one message's bytes, which all
+        // go to this NIC itself) is no longer pointed into.
+        if (stage_last_ < kStageBlocks) {
+            stage_[stage_last_].batch = 0;
+        }
         const uint64_t bytes = sizeof(PacketHeader) + payload;
         count(SRCNIC_CNT_TX_PACKETS);
         count(SRCNIC_CNT_TX_BYTES, bytes);
@@ -94,8 +99,7 @@ SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
             ++c->tx_packets;
             c->tx_bytes += bytes;
         }
-        tx_stage_used_ = tx_stage_mark_;   // the batch slot and its staging are free again
-        return;
+        return;   // the batch slot is free again
     }
     tx_batch_bytes_ += payload;
     tx_dgrams_[tx_count_].iov = iov;
@@ -157,7 +161,7 @@ SRCNIC_HOT void Nic::tx_flush()
     }
     tx_count_ = 0;
     tx_batch_bytes_ = 0;
-    tx_stage_used_ = 0;
+    ++tx_batch_id_;   // staging blocks it pointed into are free again
 }
 
 SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
@@ -185,35 +189,6 @@ SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
     c->ack_pending = c->ack_now = c->ack_next = false;
     c->unacked_rx = 0;
     c->unacked_rx_bytes = 0;
-}
-
-SRCNIC_HOT uint8_t *Nic::tx_stage(size_t len)
-{
-    if (!tx_stage_) {
-        tx_stage_.reset(new uint8_t[kTxBatchBytes + rx_buf_size_]);
-    }
-    uint8_t *p = &tx_stage_[tx_stage_used_];
-    tx_stage_used_ += len;
-    return p;
-}
-
-bool Nic::gather_from(AddrSpace &space, struct iovec *iov, uint32_t iovcnt)
-{
-    // Each piece the NIC cannot read where it is (another process's memory outside the
-    // windows it shares) is copied into the batch's staging first.
-    for (uint32_t i = 0; i < iovcnt; ++i) {
-        const uint64_t addr = reinterpret_cast<uint64_t>(iov[i].iov_base);
-        if (uint8_t *p = space.direct(addr, iov[i].iov_len)) {
-            iov[i].iov_base = p;
-            continue;
-        }
-        uint8_t *stage = tx_stage(iov[i].iov_len);
-        if (!space.read(stage, addr, iov[i].iov_len)) {
-            return false;
-        }
-        iov[i].iov_base = stage;
-    }
-    return true;
 }
 
 SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
@@ -272,8 +247,15 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
                 iov[0].iov_base = reinterpret_cast<void *>(m->src_addr + offset);
                 iov[0].iov_len = plen;
                 iovcnt = 1;
-                if (!m->owner->space.local() && !gather_from(m->owner->space, iov, 1)) {
-                    m->owner = nullptr;   // its memory is gone: answer the rest with an error
+                if (!m->owner->space.local() &&
+                    m->owner->space.direct(m->src_addr + offset, plen) == nullptr) {
+                    const uint8_t *p = stage(*m, m->owner->space, offset, plen, m->length);
+                    iov[0].iov_base = const_cast<uint8_t *>(p);
+                    if (p == nullptr) {
+                        m->owner = nullptr;   // its memory is gone: answer the rest with an error
+                    }
+                } else if (!m->owner->space.local()) {
+                    iov[0].iov_base = m->owner->space.direct(m->src_addr + offset, plen);
                 }
             }
             if (m->owner == nullptr) {
@@ -294,7 +276,8 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
         }
         // (Inline payloads travel in the WQE, which the NIC holds: nothing to fetch.)
         if (iovcnt != 0 && m->qp != nullptr && !m->qp->owner()->space.local() &&
-            !(m->wqe.flags & SRCNIC_WQE_FLAG_INLINE) && !gather_from(m->qp->owner()->space, iov, iovcnt)) {
+            !(m->wqe.flags & SRCNIC_WQE_FLAG_INLINE) &&
+            !gather_from(*m, m->qp->owner()->space, m->offset + offset, plen, iov, &iovcnt)) {
             // The request names memory its host does not have: it fails there, and what is
             // left of it goes as NOPs (§3.6).
             m->status = SRCNIC_ERR_INVALID_ADDR;

@@ -50,6 +50,7 @@ srcnic_status_t qp_layout(uint32_t sq_size, uint32_t rq_size, bool log, QpRingLa
 
 void QpContext::complete(const srcnic_cqe_t &cqe)
 {
+    nic_->flush_writes();   // what a completion reports has landed before the host sees it
     if (owed_ != 0) {
         --owed_;
     }

@@ -114,6 +114,14 @@ public:
     void fault() { faulted_ = true; }
     // The WQE being cut into chunks, if cursor().active (the QP's later WQEs wait for it).
     ChunkCursor &cursor() { return cursor_; }
+    // A cancellation of the QP's work to dest with tag (0: any) that WQEs still in the send
+    // ring when it was asked for (before ring position `until`) answer when they are taken.
+    struct Cancel {
+        srcnic_dest_t dest;
+        uint32_t tag;
+        uint32_t until;
+    };
+    std::vector<Cancel> &cancels() { return cancels_; }
 
 private:
     Nic *const nic_;
@@ -125,6 +133,7 @@ private:
     uint32_t owed_ = 0;      // work requests taken and not yet completed
     bool faulted_ = false;
     ChunkCursor cursor_;
+    std::vector<Cancel> cancels_;
 };
 
 // The host's end of a QP: the srcnic_qp_t handle.

@@ -93,6 +93,8 @@ public:
         ++consumed_;
         idx_->consumed.store(consumed_, std::memory_order_release);
     }
+    // Entries taken so far (the index of the next one, free-running).
+    uint32_t position() const { return consumed_; }
 
 private:
     RingIndices *idx_ = nullptr;
