@@ -737,16 +737,6 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     }
 
     uct_src_log_attach();
-    self->attached = 0;
-    if (config->mode != UCT_SRC_MODE_EMBEDDED) {
-        status = uct_src_iface_attach(self, config, md);
-        if (status == UCS_OK) {
-            goto engine_ready;
-        } else if (config->mode == UCT_SRC_MODE_AGENT) {
-            return status;
-        }
-    }
-
     srcnic_config_init(&nic_config);
     inet_ntop(AF_INET, &self->ip, nic_config.bind_addr, sizeof(nic_config.bind_addr));
     nic_config.mtu             = config->mtu;
@@ -766,6 +756,24 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     nic_config.fault_corrupt   = config->fault_corrupt;
     nic_config.fault_seed      = config->fault_seed;
     nic_config.pd              = md->pd;
+    /* Checked in every mode, so a setting that would stop an embedded engine is reported
+     * also where the node agent's engine serves this iface. */
+    if (srcnic_config_check(&nic_config) != SRCNIC_OK) {
+        ucs_error("src: an engine setting for %s is out of range (above): correct the "
+                  "UCX_SRC_ variable of that name in capitals", self->if_name);
+        return UCS_ERR_INVALID_PARAM;
+    }
+
+    self->attached = 0;
+    if (config->mode != UCT_SRC_MODE_EMBEDDED) {
+        status = uct_src_iface_attach(self, config, md);
+        if (status == UCS_OK) {
+            goto engine_ready;
+        } else if (config->mode == UCT_SRC_MODE_AGENT) {
+            return status;
+        }
+    }
+
     status = (ucs_status_t)srcnic_nic_create(&nic_config, &self->nic);
     if (status != UCS_OK) {
         ucs_error("src: failed to start the engine on %s (%s): %s; check the UCX_SRC_* "

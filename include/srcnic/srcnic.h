@@ -72,6 +72,10 @@ typedef struct srcnic_config {
 } srcnic_config_t;
 
 SRCNIC_API void srcnic_config_init(srcnic_config_t *config);
+/* SRCNIC_OK if srcnic_nic_create() would accept every value of `config` (the checks made
+ * before anything opens); otherwise logs the first value out of range and returns
+ * SRCNIC_ERR_INVALID_PARAM. */
+SRCNIC_API srcnic_status_t srcnic_config_check(const srcnic_config_t *config);
 /* Packets in flight per connection that a NIC with this configuration allows on a path whose
  * datagrams hold up to `datagram` bytes, header included: config->window, or the automatic
  * window for that size (128 on loopback, 572 at 1500 bytes). */

@@ -61,7 +61,7 @@ struct MonotonicClock {
 // The time for protocol timers and RTT samples, which need microseconds, without a clock read
 // per use. A clock read (clock_gettime through the vDSO, which orders its counter read after
 // the work before it) took 59 ticks in a loop here; the counter read and the arithmetic that
-// carry a read forward, 25 (perf/README.md, "the twelfth pass").
+// carry a read forward, 25 (perf/results/2026-11-23-engine/NOTES.md, "the twelfth pass").
 //
 // With a steady counter (Ticks::steady()) the clock is read once per kAnchorTicks and carried
 // forward in between: now() = the last read + ticks since then at the rate the clock and the

@@ -28,8 +28,8 @@
 // interface's MTU: with the automatic mtu, path_mtu() gives a peer at the bound address (any
 // port) the loopback size as above, and every receive slot must hold that much
 // (max_datagram()). Four MPI ranks on one node exchanging 1 MiB messages over a 1500-byte
-// interface took half the time with it (perf/README.md). A configured mtu applies to every
-// peer.
+// interface took half the time with it (perf/results/bed-compare/NOTES.md). A configured
+// mtu applies to every peer.
 //
 // Buffers. Both socket buffers are set to UdpLinkConfig::sock_buf_size with SO_SNDBUFFORCE /
 // SO_RCVBUFFORCE (which ignore net.core.[wr]mem_max but need CAP_NET_ADMIN) and, when that is

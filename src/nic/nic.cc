@@ -236,7 +236,8 @@ void Nic::reclaim_reorder_buffers()
 
 // The receive half of progress(): defined here, always inlined into it. A receive system call
 // leaves the CPU's return predictions wrong, so each frame between the call and the code that
-// handles its datagram costs a mispredicted return, about 8 ns here (perf/README.md).
+// handles its datagram costs a mispredicted return, about 8 ns here
+// (perf/results/2026-11-22-engine/NOTES.md).
 __attribute__((always_inline)) inline unsigned Nic::rx_poll()
 {
     unsigned self = 0;
@@ -300,7 +301,8 @@ SRCNIC_HOT unsigned Nic::progress()
     // activate_now) goes out in the same call, as do control packets it queued; the rest (an
     // ack that may ride on a reply the application is about to post) waits for the next call's
     // transmit(), which schedules every activated connection. The pass costs a receive that
-    // needs none of it (a request or reply of a ping-pong) 20 ns at each end (perf/README.md).
+    // needs none of it (a request or reply of a ping-pong) 20 ns at each end
+    // (perf/results/2026-11-22-engine/NOTES.md).
     unsigned n = transmit();
     tx_urgent_ = false;   // what came before is transmit()'s: activate_now also set tx_due_
     const unsigned got = rx_poll();

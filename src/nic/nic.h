@@ -32,7 +32,7 @@
 // .text.hot) and optimizes them for speed. Between a receive and its reply the engine runs
 // about 15 KB of code, and the more code runs just before a system call, the slower the
 // kernel's own path. Marking these made the ping-pong's round trip 20-65 ns shorter, the
-// kernel's send 15-20 of it (perf/README.md, "the twelfth pass").
+// kernel's send 15-20 of it (perf/results/2026-11-23-engine/NOTES.md, "the twelfth pass").
 #define SRCNIC_HOT __attribute__((hot))
 
 namespace srcnic {
@@ -104,7 +104,8 @@ constexpr uint64_t kChunkBytes = 256 * 1024;
 // A transmit batch goes to the link once its payloads add up to this many bytes, even if it
 // has room for more datagrams: the kernel then copies each payload while the bytes that
 // sealing it just read are still in the CPU's L2 cache. A full batch of 64-KB datagrams (2 MiB)
-// outgrew it, and the copy read them again from L3 (perf/README.md: streams 3-7% faster).
+// outgrew it, and the copy read them again from L3 (streams 3-7% faster;
+// perf/results/2026-11-22-engine/NOTES.md).
 constexpr uint64_t kTxBatchBytes = 256 * 1024;
 // An in-order SEND or READ_RESP segment with at least this many payload bytes is copied into
 // place as its CRC is checked, in one pass over the bytes (rx_datagram, place_target), rather

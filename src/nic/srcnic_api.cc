@@ -63,6 +63,11 @@ uint32_t srcnic_config_window(const srcnic_config_t *config, uint32_t datagram)
     return srcnic::window_for(*config, datagram > header ? datagram - header : 1);
 }
 
+srcnic_status_t srcnic_config_check(const srcnic_config_t *config)
+{
+    return srcnic::validate_config(*config);
+}
+
 srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **nic_p)
 {
     std::unique_ptr<Nic> nic;

@@ -385,7 +385,8 @@ constexpr size_t kVclmulMin = 256;
 
 // Bytes ahead of the folding loop that it prefetches. Farther (4 KiB) ran the CRC alone faster
 // over a 64 MiB working set, but prefetching that far past the end of a 1 KiB packet cost its
-// ping-pong about 90 ns a round trip, and the engine's streams showed no gain (perf/README.md).
+// ping-pong about 90 ns a round trip, and the engine's streams showed no gain
+// (perf/results/2026-11-22-engine/NOTES.md).
 constexpr size_t kCrcPrefetchAhead = 1024;
 
 // Sixteen chunks at a time: four 512-bit registers of four chunks each

@@ -22,6 +22,10 @@ export UCX_SRC_MODE=agent UCX_SRC_AGENT_SOCKET="$sock"
 
 attaches() { "$srcctl" -s "$sock" --json | sed -n 's/.*"attaches":\([0-9]*\).*/\1/p'; }
 
+# A bad engine setting is reported on the agent too, though only an embedded engine uses it.
+err=$(LD_PRELOAD=$(module_preload) UCX_SRC_PEER_SOCKETS=65 run_bounded 60 ucx_info -d 2>&1 || true)
+echo "$err" | grep -q "peer_sockets=65" || { echo "$err"; fail "PEER_SOCKETS above 64 not reported on the agent"; }
+
 # The UCT suite, every iface on the agent (tests whose premise is a quiet, embedded engine skip
 # themselves and say why).
 before=$(attaches)

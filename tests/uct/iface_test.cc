@@ -90,7 +90,7 @@ TEST_F(UctSrc, iface_query__event_flags_and_unlimited_eps)
 }
 
 // With 8 KiB fragments an 8 KiB message, common in MPI codes, did not fit one with UCP's header
-// and went as two (MPI latency at 8 KiB 17.2 us against 10.8, perf/README.md).
+// and went as two (MPI latency at 8 KiB 17.2 us against 10.8, perf/results/seg-compare/NOTES.md).
 TEST_F(UctSrc, iface_query__default_fragment_holds_an_8k_message_and_its_header)
 {
     EXPECT_GE(a_.attr.cap.am.max_bcopy, 8192u + 64u);
