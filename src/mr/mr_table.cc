@@ -5,8 +5,16 @@
 
 namespace srcnic {
 
-MrTable::MrTable(uint64_t rkey_seed) : key_state_(rkey_seed | 1)
+uint64_t MrTable::random_key()
 {
+    // Counter-mode SipHash under a key from the operating system: an rkey seen on the wire
+    // tells nothing of the next one (an xorshift state, by contrast, is recovered from one
+    // output). Never 0, never reused while the NIC lives in practice (44 random bits per slot).
+    uint64_t random = keys_.next() >> kSlotBits;
+    while (random == 0) {
+        random = keys_.next() >> kSlotBits;
+    }
+    return random;
 }
 
 srcnic_status_t MrTable::reg(uint64_t base, uint64_t length, unsigned access, uint32_t *slot_p)
@@ -27,15 +35,7 @@ srcnic_status_t MrTable::reg(uint64_t base, uint64_t length, unsigned access, ui
         slot = static_cast<uint32_t>(regions_.size());
         regions_.emplace_back();
     }
-    // A fresh key per registration (xorshift64*): never 0, never reused while the NIC lives
-    // in practice (44 random bits per slot).
-    key_state_ ^= key_state_ >> 12;
-    key_state_ ^= key_state_ << 25;
-    key_state_ ^= key_state_ >> 27;
-    uint64_t random = (key_state_ * 0x2545F4914F6CDD1DULL) >> kSlotBits;
-    if (random == 0) {
-        random = 1;
-    }
+    const uint64_t random = random_key();
     MemoryRegion &mr = regions_[slot];
     mr.base = base;
     mr.length = length;

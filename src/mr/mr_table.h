@@ -5,6 +5,8 @@
 #ifndef SRCNIC_MR_MR_TABLE_H
 #define SRCNIC_MR_MR_TABLE_H
 
+#include "core/secure_random.h"
+
 #include <srcnic/status.h>
 
 #include <cstddef>
@@ -18,14 +20,15 @@ namespace srcnic {
 struct MemoryRegion {
     uint64_t base = 0;        // first byte (virtual address)
     uint64_t length = 0;      // bytes
-    uint64_t rkey = 0;        // (random key << 20) | slot; 0 = free slot
+    uint64_t rkey = 0;        // (44 unpredictable bits << 20) | slot; 0 = free slot
     unsigned access = 0;      // SRCNIC_ACCESS_* flags
 };
 
 class MrTable {
 public:
-    // rkey_seed makes keys unguessable across NIC incarnations.
-    explicit MrTable(uint64_t rkey_seed);
+    // Keys come from a generator of the table's own, keyed from the operating system: no key
+    // predicts another, of this table or any other (secure_random.h).
+    MrTable() = default;
 
     srcnic_status_t reg(uint64_t base, uint64_t length, unsigned access, uint32_t *slot_p);
     void dereg(uint32_t slot);
@@ -39,11 +42,14 @@ public:
     size_t num_regions() const;
 
 private:
+    // The random part of a fresh key: 64 - kSlotBits bits, never 0. Under lock_.
+    uint64_t random_key();
+
     mutable std::mutex lock_;        // registration may come from another thread than progress
     static constexpr unsigned kSlotBits = 20;
     std::vector<MemoryRegion> regions_;
     std::vector<uint32_t> free_slots_;
-    uint64_t key_state_;
+    SecureRandom keys_;              // draws every key's random part (random_key)
     size_t used_ = 0;
 };
 

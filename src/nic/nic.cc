@@ -21,7 +21,7 @@ namespace srcnic {
 Nic::Nic(const srcnic_config_t &config, std::unique_ptr<Link> link)
     : config_(config), link_(std::move(link)), udp_(dynamic_cast<UdpLink *>(link_.get())),
       random_(now_ns() ^ reinterpret_cast<uintptr_t>(this)),
-      own_pd_(config.pd == nullptr ? new srcnic_pd(random_.next()) : nullptr),
+      own_pd_(config.pd == nullptr ? new srcnic_pd() : nullptr),
       pd_(config.pd != nullptr ? config.pd : own_pd_.get()), mrs_(pd_->mrs)
 {
     config_.pd = nullptr;

@@ -38,7 +38,6 @@ struct srcnic_nic {
 };
 
 struct srcnic_pd {
-    explicit srcnic_pd(uint64_t seed) : mrs(seed) {}
     srcnic::MrTable mrs;
 };
 

@@ -178,7 +178,7 @@ unsigned srcnic_qp_outstanding(const srcnic_qp_t *qp)
 
 srcnic_status_t srcnic_pd_create(srcnic_pd_t **pd_p)
 {
-    *pd_p = new srcnic_pd(srcnic::now_ns() ^ reinterpret_cast<uintptr_t>(pd_p));
+    *pd_p = new srcnic_pd();
     return SRCNIC_OK;
 }
 
