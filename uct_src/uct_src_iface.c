@@ -63,7 +63,7 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
 
     {"WINDOW", "0",
      "Packets in flight per connection between two engines (2..1024); 0 sizes it by the\n"
-     "path: 128, or enough for 768 KiB of payload where the datagrams are small (572 on a\n"
+     "path: 128, or enough for 768 KiB of payload where the datagrams are small (575 on a\n"
      "1500-byte interface), of which at most 128 messages shorter than a packet, and full\n"
      "packets no more than the granted socket receive buffer holds (see SOCK_BUF).",
      ucs_offsetof(uct_src_iface_config_t, window), UCS_CONFIG_TYPE_UINT},
@@ -99,7 +99,7 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
 
     {"RX_BUFFERS", "0",
      "Packet buffers per engine for reception and reordering, one datagram each (64..2^20);\n"
-     "0 sizes them by the widest window: twice it, at least 256 (1144 on a 1500-byte\n"
+     "0 sizes them by the widest window: twice it, at least 256 (1150 on a 1500-byte\n"
      "interface). Their memory is reserved, and becomes resident only as datagrams are\n"
      "written to it.",
      ucs_offsetof(uct_src_iface_config_t, rx_buffers), UCS_CONFIG_TYPE_UINT},
@@ -118,7 +118,10 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
 
     {"JOB_KEY", "0",
      "Key carried by every packet; packets with another key are dropped. Processes of one job\n"
-     "must agree on it.",
+     "must agree on it. Not needed to keep jobs apart: a connection's first packets must prove\n"
+     "the secret in the receiving engine's address, which only the processes given that address\n"
+     "by UCX's address exchange hold; set one to also drop a job's packets from processes that\n"
+     "hold the address but belong elsewhere.",
      ucs_offsetof(uct_src_iface_config_t, job_key), UCS_CONFIG_TYPE_UINT},
 
     {"TX_COALESCE", "5us",
@@ -250,6 +253,7 @@ static ucs_status_t uct_src_iface_get_address(uct_iface_h tl_iface, uct_iface_ad
     iface_addr->port        = nic_addr.port;
     iface_addr->qpn         = srcnic_qp_num(iface->qp);
     iface_addr->incarnation = nic_addr.incarnation;
+    iface_addr->secret      = nic_addr.secret;
     return UCS_OK;
 }
 

@@ -13,6 +13,7 @@
 #ifndef SRCNIC_CONN_CONNECTION_H
 #define SRCNIC_CONN_CONNECTION_H
 
+#include "core/siphash.h"
 #include "link/link.h"
 
 #include <srcnic/srcnic.h>
@@ -59,6 +60,9 @@ struct TxMsg {
     }
 };
 
+// No generation: failed_gen before any connection of the slot failed (generations are 16-bit).
+constexpr uint32_t kNoGen = 0x10000;
+
 enum class ConnState : uint8_t {
     kFree,      // slot unused
     kOpen,      // usable (packets may or may not have been exchanged yet)
@@ -70,11 +74,19 @@ enum class ConnState : uint8_t {
 struct alignas(64) Connection {
     // --- identity ---
     ConnState state = ConnState::kFree;
-    uint16_t gen = 0;              // bumped whenever the slot is freed
+    uint16_t gen = 0;              // this connection's generation: the slot's opens-th value
+                                   // of a keyed permutation (Nic::gen_for), so that a peer
+                                   // cannot guess it and no two of 65536 opens repeat it
+    uint16_t opens = 0;            // connections the slot has held (wraps)
     uint32_t id = 0;               // slot | gen << 16 (never 0)
+    uint32_t closed_id = 0;        // id of the slot's last connection released, 0 = none: a
+                                   // packet its peer still sends to it may be answered with RST
     LinkAddr peer_addr;            // remote NIC's link address
     uint64_t peer_nic = 0;         // remote NIC incarnation
     uint32_t peer_conn = 0;        // remote connection id, 0 until learned
+    SipKey peer_key{};             // remote NIC's proof key (its secret and incarnation) for the
+                                   // SYN packets sent until peer_conn is learned; zero when the
+                                   // peer opened the connection and we hold no address of it
     uint32_t seg_payload = 0;      // payload bytes per packet on the path to the peer
     uint32_t window = 0;           // packets in flight, and reorder slots (config, or by path)
     uint32_t short_window = 0;     // messages in flight whose last packet is not full (config,
@@ -86,7 +98,7 @@ struct alignas(64) Connection {
                                    // holds (a peer's holds as many), at least kMinFullWindow
     uint32_t ack_bytes = 0;        // acknowledge a stream after this much payload (a quarter of
                                    // a full window), or after window / 4 packets
-    uint32_t failed_gen = 0xffff;  // generation that failed last, for srcnic_dest_status
+    uint32_t failed_gen = kNoGen;  // generation that failed last, for srcnic_dest_status
     int16_t fail_status = 0;       // why it failed
 
     // --- transmit half ---

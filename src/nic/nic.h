@@ -12,7 +12,7 @@
 
 #include "conn/connection.h"
 #include "core/clock.h"
-#include "core/random.h"
+#include "core/secure_random.h"
 #include "link/link.h"
 #include "link/udp_link.h"
 #include "mr/mr_table.h"
@@ -133,6 +133,10 @@ private:
     // --- peer table (conn/peer_table.cc) ---
     Connection *conn_by_id(uint32_t id);
     Connection *conn_open(const LinkAddr &addr, uint64_t peer_nic);
+    // The n-th generation of connection slot `slot`: a permutation of the 16-bit values keyed by
+    // gen_key_ (four Feistel rounds of SipHash), so that consecutive generations of a slot
+    // are distinct for 65536 opens and none predicts another.
+    uint16_t gen_for(uint32_t slot, uint16_t n) const;
     void conn_fail(Connection *c, srcnic_status_t status);
     void conn_release(Connection *c);
     void activate(Connection *c);
@@ -184,6 +188,9 @@ private:
     void rx_deliver(Connection *c, int32_t buf, const uint8_t *data, const PacketHeader &h,
                     const uint8_t *placed = nullptr);
     void rx_control(Connection *c, const PacketHeader &h);
+    // A packet whose dst_conn names no open connection (DROP_WRONG_GEN): answered with RST only
+    // if its sender is the peer of the slot's open or last connection (PROTOCOL.md §7.3).
+    void reject_unknown_id(const PacketHeader &h, const LinkAddr &src);
     // Where the payload of packet h from src goes if it is placed as its CRC is checked: a
     // SEND or READ_RESP segment of at least kCheckWhilePlacingMin bytes that is the next packet
     // of the open connection it names, placed at once by the stage that handles it
@@ -246,7 +253,9 @@ private:
                                     // may send (link max_datagram), at least mtu_
     size_t max_msg_ = 0;
     uint64_t counters_[SRCNIC_CNT_LAST] = {};
-    Random random_;
+    SipKey gen_key_{};              // keys the generation permutation (gen_for); from
+                                    // os_random(), never leaves the NIC
+    SipKey key_{};                  // this NIC's proof key: addr_.secret, addr_.incarnation
 
     std::vector<Qp *> qps_;         // by qpn - 1; nullptr = free
     std::unique_ptr<srcnic_pd> own_pd_;   // when the config names no protection domain

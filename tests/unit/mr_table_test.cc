@@ -128,6 +128,14 @@ TEST(mr_table, random_key__keys_of_two_engines_do_not_predict_each_other)
     }
     EXPECT_FALSE(xorshift_predicts(keys[0][0], {keys[1][0], keys[1][1]}, 16));
     EXPECT_FALSE(xorshift_predicts(keys[1][0], {keys[0][0], keys[0][1]}, 16));
+    srcnic_nic_addr_t addr[2];
+    for (int n = 0; n < 2; ++n) {
+        srcnic_nic_query_addr(nics[n], &addr[n]);
+        EXPECT_NE(0u, addr[n].secret);
+        EXPECT_NE(addr[n].secret, addr[n].incarnation);
+    }
+    EXPECT_NE(addr[0].secret, addr[1].secret);
+    EXPECT_NE(addr[0].incarnation, addr[1].incarnation);
     for (srcnic_nic_t *nic : nics) {
         srcnic_nic_destroy(nic);
     }
