@@ -327,6 +327,15 @@ static void uct_src_iface_handle_recv(uct_src_iface_t *iface, const srcnic_cqe_t
         ucs_mpool_put_inline(elem);
         return;
     }
+    if (ucs_unlikely(iface->super.am[cqe->imm].cb == iface->am_stub_cb)) {
+        /* An id nobody registered: UCX's stub would only warn, and no consumer expects it. A
+         * peer that sends one is broken or hostile; the message goes no further. */
+        ++iface->rx_am_dropped;
+        ucs_debug("src: dropped a message of unregistered active message id %u (%u bytes) "
+                  "from qpn %u", cqe->imm, cqe->byte_len, cqe->src_qpn);
+        ucs_mpool_put_inline(elem);
+        return;
+    }
     payload = uct_src_rx_payload(iface, elem);
     uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_RECV, cqe->imm, payload,
                        cqe->byte_len, "RX: AM");
@@ -575,6 +584,10 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
                                   params->stats_root : NULL)
                               UCS_STATS_ARG(params->mode.device.dev_name));
 
+    /* The base class has just pointed every AM id at UCX's stub handler: remember it, to tell
+     * a registered id from one nobody registered (uct_src_iface_handle_recv). */
+    self->am_stub_cb     = self->super.am[0].cb;
+    self->rx_am_dropped  = 0;
     self->nic            = NULL;
     self->qp             = NULL;
     self->async_timer_id = -1;

@@ -38,6 +38,9 @@ unsigned uct_src_test_rx_posted(uct_iface_h iface);
  * has grown its first chunk: only bcopy sends should make it. */
 int uct_src_test_bcopy_pool_grown(uct_iface_h iface);
 
+/* Received messages the iface dropped because no handler was registered for their AM id. */
+unsigned long uct_src_test_am_dropped(uct_iface_h iface);
+
 /* Connections the iface's engine holds open. */
 unsigned uct_src_test_num_connections(uct_iface_h iface);
 
