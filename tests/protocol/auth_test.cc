@@ -64,6 +64,19 @@ protected:
         EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1)) << "a dropped packet was delivered";
     }
 
+    // Progresses the Nic until counter c reaches value (true) or the watchdog (5 s) expires.
+    bool progress_until_counter(srcnic_counter_t c, uint64_t value)
+    {
+        const uint64_t deadline = now_ns() + 5 * kNsPerSec;
+        while (nic_->counter(c) < value) {
+            if (now_ns() > deadline) {
+                return false;
+            }
+            nic_->progress();
+        }
+        return true;
+    }
+
     // peer_ opens a connection with a proved SYN SEND of psn 1 and learns the Nic's id.
     void open_from_peer()
     {
@@ -294,6 +307,7 @@ TEST_F(Auth, rx_datagram__no_answer_tells_a_prober_the_incarnation)
 TEST_F(Auth, rx_datagram__proved_syn_refused_for_a_full_table_is_reset_unproved_is_not)
 {
     // fill the Nic's 8 connection slots with proved SYNs from 8 peers
+    const uint64_t acks = nic_->counter(SRCNIC_CNT_ACKS_SENT);
     std::vector<std::unique_ptr<RawPeer>> peers;
     for (uint32_t i = 0; i < 8; ++i) {
         post_buffer(10 + i, 64);
@@ -305,6 +319,8 @@ TEST_F(Auth, rx_datagram__proved_syn_refused_for_a_full_table_is_reset_unproved_
         ASSERT_TRUE(await_cqe(qp_, &cqe));
     }
     ASSERT_EQ(8u, nic_->num_connections());
+    // and let it acknowledge them (after its ack delay), so that it has nothing left to send
+    ASSERT_TRUE(progress_until_counter(SRCNIC_CNT_ACKS_SENT, acks + 8));
     std::unique_ptr<RawPeer> late = other_peer(kPeerNic + 200, kPeerConn + 200);
     // receive a SYN from a ninth peer without proof / expect DROP_BAD_PROOF, no answer, nothing
     // refused
