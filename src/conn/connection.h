@@ -13,7 +13,6 @@
 #ifndef SRCNIC_CONN_CONNECTION_H
 #define SRCNIC_CONN_CONNECTION_H
 
-#include "core/siphash.h"
 #include "link/link.h"
 
 #include <srcnic/srcnic.h>
@@ -77,16 +76,17 @@ struct alignas(64) Connection {
     uint16_t gen = 0;              // this connection's generation: the slot's opens-th value
                                    // of a keyed permutation (Nic::gen_for), so that a peer
                                    // cannot guess it and no two of 65536 opens repeat it
-    uint16_t opens = 0;            // connections the slot has held (wraps)
-    uint32_t id = 0;               // slot | gen << 16 (never 0)
-    uint32_t closed_id = 0;        // id of the slot's last connection released, 0 = none: a
-                                   // packet its peer still sends to it may be answered with RST
+    uint32_t id = 0;               // slot | gen << 16 (never 0); kept when the connection is
+                                   // released, with the peer's identity below, until the slot
+                                   // is reused: a packet its peer still sends to it is then
+                                   // answered with RST (Nic::reject_unknown_id)
     LinkAddr peer_addr;            // remote NIC's link address
     uint64_t peer_nic = 0;         // remote NIC incarnation
+    uint64_t peer_secret = 0;      // remote NIC's secret, from its address: proves the SYN
+                                   // packets sent until peer_conn is learned (PROTOCOL.md §7.1);
+                                   // 0 when the peer opened the connection and we hold no
+                                   // address of it
     uint32_t peer_conn = 0;        // remote connection id, 0 until learned
-    SipKey peer_key{};             // remote NIC's proof key (its secret and incarnation) for the
-                                   // SYN packets sent until peer_conn is learned; zero when the
-                                   // peer opened the connection and we hold no address of it
     uint32_t seg_payload = 0;      // payload bytes per packet on the path to the peer
     uint32_t window = 0;           // packets in flight, and reorder slots (config, or by path)
     uint32_t short_window = 0;     // messages in flight whose last packet is not full (config,
@@ -100,6 +100,7 @@ struct alignas(64) Connection {
                                    // a full window), or after window / 4 packets
     uint32_t failed_gen = kNoGen;  // generation that failed last, for srcnic_dest_status
     int16_t fail_status = 0;       // why it failed
+    uint16_t opens = 0;            // connections the slot has held (wraps): gen_for's input
 
     // --- transmit half ---
     uint32_t next_psn = 1;         // next PSN to assign

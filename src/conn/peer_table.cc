@@ -116,10 +116,8 @@ void Nic::conn_release(Connection *c)
         conn_by_addr_.erase(it);
     }
     c->state = ConnState::kFree;
-    // The peer identity stays until the slot is reused: a packet its peer still sends to the
-    // connection is then told with RST that it is gone (reject_unknown_id).
-    c->closed_id = c->id;
-    c->id = 0;
+    // The id and the peer's identity stay until the slot is reused: a packet its peer still
+    // sends to the connection is then told with RST that it is gone (reject_unknown_id).
     free_slots_.push_back(slot);
     --num_conns_;
 }

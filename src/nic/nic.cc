@@ -478,7 +478,7 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
         }
     }
     // What proves our SYN packets to the peer (a connection the peer opened has none yet).
-    c->peer_key = nic_key(remote.secret, remote.incarnation);
+    c->peer_secret = remote.secret;
     dest_p->peer = c->id;
     dest_p->qpn = qpn;
     return SRCNIC_OK;

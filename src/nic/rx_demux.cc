@@ -290,7 +290,7 @@ void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
     }
     const Connection &s = *conns_[slot];
     const bool peer = s.peer_addr == src && s.peer_nic == h.src_nic;
-    const bool released = s.state != ConnState::kOpen && s.closed_id == h.dst_conn &&
+    const bool released = s.state != ConnState::kOpen && s.id == h.dst_conn &&
                           s.peer_conn == h.src_conn;
     if (peer && (s.state == ConnState::kOpen || released)) {
         tx_reset(src, h.src_nic, h.src_conn);

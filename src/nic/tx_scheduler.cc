@@ -65,7 +65,7 @@ SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
     if (__builtin_expect(pkt.h.dst_conn == 0, 0) && c != nullptr) {
         // A SYN packet: the proof of the peer's secret, over the header as sent (PROTOCOL.md
         // §7.1), made again on every transmission (the acknowledgement fields change).
-        pkt.h.auth = syn_proof(c->peer_key, pkt.h, link_->local_addr());
+        pkt.h.auth = syn_proof(nic_key(c->peer_secret, c->peer_nic), pkt.h, link_->local_addr());
     }
     size_t payload = 0;
     for (uint32_t i = 1; i <= iovcnt; ++i) {
