@@ -4,7 +4,8 @@
 `perf/run-engine-bench.sh BUILDDIR --tests lat,rate` for build "base" or "new", run in
 alternation. Prints every run, then medians over the runs whose two threads both got at least
 MIN_CPU percent of a CPU, overall and by the machine's speed state (told by the UDP floor of the
-same run), raw and against that floor.
+same run), raw and against that floor; then round by round (base N and new N ran back to back)
+the median of new/base.
 
     perf/engine_ab.py DIR [MIN_CPU]        MIN_CPU defaults to 90
 """
@@ -62,6 +63,27 @@ def main():
                       name, {None: 'all', True: 'fast', False: 'slow'}[state], raw['base'],
                       len(pick['base']), raw['new'], len(pick['new']), raw['new'] / raw['base'],
                       vs_floor['base'], vs_floor['new'], vs_floor['new'] / vs_floor['base']))
+    paired(runs, min_cpu)
+
+
+def paired(runs, min_cpu):
+    """Round by round: base run N and new run N ran back to back, most likely in one state."""
+    by_run = {s: {r['run']: r for r in runs[s]} for s in runs}
+    print('round by round (base N and new N ran back to back; both at %d%% CPU or more), medians'
+          ' of new/base:' % min_cpu)
+    for key, fkey, ckey, name in (('lat', 'ulat', 'latcpu', '8 B latency'),
+                                  ('rate', 'urate', 'ratecpu', 'msg rate 8 B')):
+        raw, vs_floor = [], []
+        for n, b in by_run['base'].items():
+            w = by_run['new'].get(n)
+            if w is None or b[key] is None or w[key] is None or min(b[ckey], w[ckey]) < min_cpu:
+                continue
+            raw.append(w[key] / b[key])
+            vs_floor.append((w[key] / w[fkey]) / (b[key] / b[fkey]))
+        if raw:
+            print('%-22s %2d rounds  raw %.3f (%.3f-%.3f)  against the floor %.3f (%.3f-%.3f)' % (
+                name, len(raw), statistics.median(raw), min(raw), max(raw),
+                statistics.median(vs_floor), min(vs_floor), max(vs_floor)))
 
 
 if __name__ == '__main__':

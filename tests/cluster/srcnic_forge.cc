@@ -339,7 +339,7 @@ int attack(uint64_t seed, double seconds, const char *file, std::vector<Target> 
     for (Target &t : targets) {
         Sent &s = t.sent;
         // 1. Knowing only IP and port: guessed incarnations, every packet type, no answer may
-        // come (an RST here used to carry the victim's incarnation).
+        // come (an RST here would carry the victim's incarnation).
         const uint64_t known = t.incarnation;
         for (uint32_t i = 0; i < kGuesses && a.in_time(); ++i) {
             t.incarnation = i < 4 ? i : rng.next();

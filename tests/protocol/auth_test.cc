@@ -228,7 +228,8 @@ TEST_F(Auth, rx_datagram__packet_naming_a_connection_with_another_incarnation_is
 {
     open_from_peer();
     // receive, from peer_'s address, SEND psn 2 and an RST naming the connection with another
-    // incarnation / expect DROP_WRONG_PEER each, and the connection kept (it used to fail)
+    // incarnation / expect DROP_WRONG_PEER each, and the connection kept (not failed as if the
+    // peer had restarted: a restarted peer does not know the connection's id)
     PacketHeader h = send_on(*peer_, peer_->nic_conn(), 2);
     h.src_nic = kPeerNic + 5;
     expect_silent_drop(*peer_, RawPeer::datagram(h, {}), SRCNIC_CNT_DROP_WRONG_PEER, "SEND");
@@ -270,8 +271,7 @@ TEST_F(Auth, rx_datagram__no_answer_tells_a_prober_the_incarnation)
     // A prober knows the Nic's address and port only. receive from it SYN SENDs, SENDs naming
     // guessed connections, READ_REQs, ACKs, NAKs and RSTs, addressed to incarnations 0, 1,
     // incarnation ^ 1 and a random one / expect every one dropped as DROP_WRONG_NIC and
-    // nothing sent back: before PROTOCOL.md §7 the first of them drew an RST whose src_nic was
-    // the Nic's incarnation.
+    // nothing sent back: an RST would carry the Nic's incarnation in its src_nic.
     std::unique_ptr<RawPeer> prober = other_peer(0x1111, 0x00010001);
     const uint64_t incarnation = nic_->addr().incarnation;
     const uint64_t guesses[] = {0, 1, incarnation ^ 1, 0x0123456789abcdefull};

@@ -444,9 +444,9 @@ TEST_F(UctSrcCappedRx, am_handler__released_descriptors_replenish_receive_buffer
 }
 
 // A message whose AM id the receiver never registered (a broken or hostile peer) is dropped and
-// counted, not handed to UCX's stub handler, which warned with a backtrace (UCP's iface then
-// reported "no handler installed" for a forged message before crashing on the next); nor is an
-// id whose handler was removed. The registered id is delivered as before.
+// counted, not handed to UCX's stub handler, which only warns with a backtrace and leaves the
+// consumer to whatever follows; so is one whose handler was removed. The registered id is
+// delivered.
 TEST_F(UctSrc, am__unregistered_id_is_dropped_and_counted)
 {
     const unsigned long before = uct_src_test_am_dropped(b_.iface);

@@ -1,6 +1,6 @@
 // Unit tests for the memory-region table's keys (src/mr/mr_table.cc): an rkey seen on the wire
-// predicts no other, of the same engine or of another, by the method that broke the keys of
-// before (xorshift64*): recover every generator state consistent with one key and step it.
+// predicts no other, of the same engine or of another, by the method that predicts xorshift64*
+// keys: recover every generator state consistent with one key and step it.
 #include "mr/mr_table.h"
 
 #include <srcnic/srcnic.h>
@@ -15,7 +15,7 @@ namespace {
 constexpr unsigned kSlotBits = 20;                  // an rkey is (random << 20) | slot
 constexpr uint64_t kXorshiftMul = 0x2545F4914F6CDD1Dull;
 
-// The generator mr_table.cc used before: xorshift64*, one step per registration.
+// xorshift64*, one step per registration (the method's control).
 uint64_t xorshift_step(uint64_t *state)
 {
     uint64_t s = *state;
@@ -36,7 +36,7 @@ uint64_t mul_inverse()
     return inv;
 }
 
-// Keys as the old table made them from a seed.
+// Keys as a table stepping xorshift64* from a seed makes them.
 std::vector<uint64_t> xorshift_keys(uint64_t seed, unsigned n)
 {
     std::vector<uint64_t> keys;
@@ -76,8 +76,8 @@ bool xorshift_predicts(uint64_t seen, const std::vector<uint64_t> &targets, unsi
     return false;
 }
 
-// The method works: with the generator of before, one rkey gives away the next two, and the
-// keys of a table whose generator continues another's.
+// The method works: against xorshift64* keys, one rkey gives away the next two, and the keys of
+// a table whose generator continues another's.
 TEST(mr_table, xorshift_inversion__predicts_the_keys_of_before)
 {
     for (uint64_t seed : {0x1234567ull, 0x9e3779b97f4a7c15ull, 0xfeedfacecafebeefull}) {
