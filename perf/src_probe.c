@@ -1,6 +1,7 @@
 /* A preload library for the benchmarks: records the srcnic engines the src module creates, so a
  * benchmark can report their connection state (src_probe_state()), and with
- * SRC_PROBE_REPORT=1 prints each engine's counters to stderr when it is destroyed.
+ * SRC_PROBE_REPORT=1 prints each engine's IP and port to stderr when it is created and its
+ * counters (then its address again, addr=IP:PORT) when it is destroyed.
  *
  * Load it ahead of the module (LD_PRELOAD=libsrc_probe.so:libuct_src.so): the module calls
  * srcnic_nic_create/destroy through its PLT, so these definitions take their place and hand
@@ -9,6 +10,7 @@
 #define _GNU_SOURCE
 #include <srcnic/srcnic.h>
 
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +36,22 @@ static void *probe_next(const char *name)
     return fn;
 }
 
+/* "src_probe: pid P engine at IP:PORT" in one write (the attacker test finds its victims so). */
+static void probe_report_addr(srcnic_nic_t *nic)
+{
+    srcnic_nic_addr_t addr;
+    char ip[INET6_ADDRSTRLEN] = "?", line[128];
+    int len;
+
+    srcnic_nic_query_addr(nic, &addr);
+    inet_ntop(addr.family, addr.ip, ip, sizeof(ip));
+    len = snprintf(line, sizeof(line), "src_probe: pid %d engine at %s:%u\n", (int)getpid(), ip,
+                   (unsigned)addr.port);
+    if ((len > 0) && (write(STDERR_FILENO, line, (size_t)len) < 0)) {
+        return; /* the report is informative only */
+    }
+}
+
 srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **nic_p)
 {
     static nic_create_fn_t next;
@@ -45,11 +63,15 @@ srcnic_status_t srcnic_nic_create(const srcnic_config_t *config, srcnic_nic_t **
     }
     status = next(config, nic_p);
     if (status == SRCNIC_OK) {
+        const char *report = getenv("SRC_PROBE_REPORT");
         for (i = 0; i < SRC_PROBE_MAX_NICS; ++i) {
             if (probe_nics[i] == NULL) {
                 probe_nics[i] = *nic_p;
                 break;
             }
+        }
+        if ((report != NULL) && (report[0] == '1')) {
+            probe_report_addr(*nic_p);
         }
     }
     return status;
@@ -78,7 +100,8 @@ static void probe_report(srcnic_nic_t *nic)
 {
     /* One write per report: the ranks of a job share the launcher's output, and a report
      * written in pieces came out interleaved with another rank's. */
-    char line[4096];
+    char line[4096], ip[INET6_ADDRSTRLEN] = "?";
+    srcnic_nic_addr_t addr;
     size_t len = 0;
     int c;
 
@@ -92,6 +115,9 @@ static void probe_report(srcnic_nic_t *nic)
                    srcnic_counter_name((srcnic_counter_t)c), (unsigned long long)v);
         }
     }
+    srcnic_nic_query_addr(nic, &addr);
+    inet_ntop(addr.family, addr.ip, ip, sizeof(ip));
+    append(line, sizeof(line), &len, " addr=%s:%u", ip, (unsigned)addr.port);
     line[len++] = '\n';
     if (write(STDERR_FILENO, line, len) < 0) {
         return; /* the report is informative only */

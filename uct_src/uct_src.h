@@ -5,9 +5,11 @@
  *
  * Addressing (CONNECT_TO_IFACE): the device address carries the interface's IPv4 address (and,
  * for loopback, the host and network-namespace identity, so that loopback is reachable only
- * from the same namespace); the interface address carries the engine's UDP port, the QP number
- * and the NIC incarnation. An endpoint is (remote NIC, remote QP) plus the engine's cached
- * connection slot: creating one sends nothing.
+ * from the same namespace); the interface address carries the engine's UDP port, the QP number,
+ * the NIC incarnation and the NIC secret, which a connection's first packets must prove
+ * (src/wire/PROTOCOL.md §7): only a process given the address through UCX's address exchange
+ * gets in. An endpoint is (remote NIC, remote QP) plus the engine's cached connection slot:
+ * creating one sends nothing.
  */
 #ifndef UCT_SRC_H
 #define UCT_SRC_H
@@ -84,6 +86,8 @@ typedef struct uct_src_iface_addr {
     uint16_t port;                       /* engine UDP port, host byte order */
     uint32_t qpn;                        /* the iface's QP on that engine */
     uint64_t incarnation;                /* engine incarnation: a restart changes it */
+    uint64_t secret;                     /* engine secret: proves a connection's first packets;
+                                            published nowhere but in this address */
 } UCS_S_PACKED uct_src_iface_addr_t;
 
 
@@ -165,6 +169,9 @@ typedef struct uct_src_iface {
     unsigned long         async_runs;    /* background ticks that ran the engine (tests) */
     ucs_time_t            tx_coalesce;   /* TX_COALESCE */
     ucs_time_t            tx_doorbell;   /* when the last doorbell's transmission ended */
+    uct_am_callback_t     am_stub_cb;    /* UCX's handler of an AM id nobody registered (what
+                                            every id holds when the iface opens) */
+    unsigned long         rx_am_dropped; /* messages dropped: their AM id has no handler */
 } uct_src_iface_t;
 
 

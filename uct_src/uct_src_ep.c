@@ -76,6 +76,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_ep_t, const uct_ep_params_t *params)
     remote.family      = AF_INET;
     remote.port        = iface_addr->port;
     remote.incarnation = iface_addr->incarnation;
+    remote.secret      = iface_addr->secret;
     memcpy(remote.ip, dev_addr->ip, sizeof(dev_addr->ip));
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);

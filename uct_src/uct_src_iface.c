@@ -89,7 +89,7 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
 
     {"WINDOW", "0",
      "Packets in flight per connection between two engines (2..1024); 0 sizes it by the\n"
-     "path: 128, or enough for 768 KiB of payload where the datagrams are small (572 on a\n"
+     "path: 128, or enough for 768 KiB of payload where the datagrams are small (575 on a\n"
      "1500-byte interface), of which at most 128 messages shorter than a packet, and full\n"
      "packets no more than the granted socket receive buffer holds (see SOCK_BUF).",
      ucs_offsetof(uct_src_iface_config_t, window), UCS_CONFIG_TYPE_UINT},
@@ -125,7 +125,7 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
 
     {"RX_BUFFERS", "0",
      "Packet buffers per engine for reception and reordering, one datagram each (64..2^20);\n"
-     "0 sizes them by the widest window: twice it, at least 256 (1144 on a 1500-byte\n"
+     "0 sizes them by the widest window: twice it, at least 256 (1150 on a 1500-byte\n"
      "interface). Their memory is reserved, and becomes resident only as datagrams are\n"
      "written to it.",
      ucs_offsetof(uct_src_iface_config_t, rx_buffers), UCS_CONFIG_TYPE_UINT},
@@ -144,7 +144,10 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
 
     {"JOB_KEY", "0",
      "Key carried by every packet; packets with another key are dropped. Processes of one job\n"
-     "must agree on it.",
+     "must agree on it. Not needed to keep jobs apart: a connection's first packets must prove\n"
+     "the secret in the receiving engine's address, which only the processes given that address\n"
+     "by UCX's address exchange hold; set one to also drop a job's packets from processes that\n"
+     "hold the address but belong elsewhere.",
      ucs_offsetof(uct_src_iface_config_t, job_key), UCS_CONFIG_TYPE_UINT},
 
     {"TX_COALESCE", "5us",
@@ -276,6 +279,7 @@ static ucs_status_t uct_src_iface_get_address(uct_iface_h tl_iface, uct_iface_ad
     iface_addr->port        = nic_addr.port;
     iface_addr->qpn         = srcnic_qp_num(iface->qp);
     iface_addr->incarnation = nic_addr.incarnation;
+    iface_addr->secret      = nic_addr.secret;
     return UCS_OK;
 }
 
@@ -346,6 +350,15 @@ static void uct_src_iface_handle_recv(uct_src_iface_t *iface, const srcnic_cqe_t
     --iface->rx_posted;
     if ((cqe->status != SRCNIC_OK) || (cqe->imm >= UCT_AM_ID_MAX)) {
         /* A message its sender cancelled, or an ep_check probe: nothing to deliver. */
+        ucs_mpool_put_inline(elem);
+        return;
+    }
+    if (ucs_unlikely(iface->super.am[cqe->imm].cb == iface->am_stub_cb)) {
+        /* An id nobody registered: UCX's stub would only warn, and no consumer expects it. A
+         * peer that sends one is broken or hostile; the message goes no further. */
+        ++iface->rx_am_dropped;
+        ucs_debug("src: dropped a message of unregistered active message id %u (%u bytes) "
+                  "from qpn %u", cqe->imm, cqe->byte_len, cqe->src_qpn);
         ucs_mpool_put_inline(elem);
         return;
     }
@@ -686,6 +699,10 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
                                   params->stats_root : NULL)
                               UCS_STATS_ARG(params->mode.device.dev_name));
 
+    /* The base class has just pointed every AM id at UCX's stub handler: remember it, to tell
+     * a registered id from one nobody registered (uct_src_iface_handle_recv). */
+    self->am_stub_cb     = self->super.am[0].cb;
+    self->rx_am_dropped  = 0;
     self->nic            = NULL;
     self->qp             = NULL;
     self->async_timer_id = -1;

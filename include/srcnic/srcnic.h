@@ -26,7 +26,9 @@ typedef struct srcnic_nic srcnic_nic_t;
 typedef struct srcnic_qp srcnic_qp_t;
 typedef struct srcnic_mr srcnic_mr_t;
 
-/* A NIC's network identity (32 bytes, plain data: the UCT glue packs it into addresses). */
+/* A NIC's network identity and credentials (40 bytes, plain data: the UCT glue packs it into
+ * addresses). Whoever holds a NIC's address can open a connection to it: hand it only to the
+ * processes that may talk to the NIC (UCX's address exchange does), never to the network. */
 typedef struct srcnic_nic_addr {
     uint8_t  family;        /* AF_INET or AF_INET6 */
     uint8_t  reserved;
@@ -34,16 +36,21 @@ typedef struct srcnic_nic_addr {
     uint32_t scope_id;      /* IPv6 scope id, else 0 */
     uint8_t  ip[16];        /* network byte order; IPv4 in the first 4 bytes */
     uint64_t incarnation;   /* random, chosen when the NIC is created; detects restarts */
+    uint64_t secret;        /* random, chosen when the NIC is created, published only here: a
+                               connection's first packets must prove knowledge of it
+                               (PROTOCOL.md §7); never 0 */
 } srcnic_nic_addr_t;
 
 /* NIC configuration; srcnic_config_init() fills the defaults documented per field. */
 typedef struct srcnic_config {
-    char     bind_addr[64];    /* numeric IPv4/IPv6 address to bind; default "127.0.0.1" */
+    char     bind_addr[64];    /* numeric IPv4/IPv6 address to bind, not the wildcard (peers
+                                  check the address a connection's first packets come from);
+                                  default "127.0.0.1" */
     uint16_t port;             /* UDP port; 0 (default) = any free port */
     uint32_t mtu;              /* largest datagram, bytes; 0 (default) = the link's, per peer */
     uint32_t window;           /* packets in flight per connection, 2..1024; 0 (default) =
                                   automatic: 128, or enough for 768 KiB of payload where the
-                                  path's datagrams are small (572 at 1500 bytes), of which
+                                  path's datagrams are small (575 at 1500 bytes), of which
                                   at most 128 messages shorter than a packet, and full
                                   packets no more than the receive socket holds (sock_buf
                                   as granted; at least 4) */
@@ -56,11 +63,13 @@ typedef struct srcnic_config {
     uint32_t max_inflight;     /* in-flight message descriptors per NIC (default 4096) */
     uint32_t rx_buffers;       /* packet buffers for receive and reordering, 64..2^20; 0
                                   (default) = automatic: twice the widest window, at least
-                                  256 (1144 at 1500 bytes) */
+                                  256 (1150 at 1500 bytes) */
     uint32_t sock_buf;         /* socket send/receive buffer, bytes (default 8 MiB) */
     uint32_t peer_sockets;     /* connected UDP sockets for the busiest peers, 0..64 (default 4;
                                   0 = every datagram on the one bound socket) */
-    uint32_t job_key;          /* packets with another key are dropped (default 0) */
+    uint32_t job_key;          /* packets with another key are dropped (default 0; the
+                                  secret in each NIC's address already keeps out whoever was
+                                  not given it) */
     srcnic_pd_t *pd;           /* protection domain whose memory regions peers may access;
                                   NULL (default): a domain of the NIC's own */
     /* Fault injection for tests (default off): probabilities in [0,1] on receive and send. */
@@ -78,7 +87,7 @@ SRCNIC_API void srcnic_config_init(srcnic_config_t *config);
 SRCNIC_API srcnic_status_t srcnic_config_check(const srcnic_config_t *config);
 /* Packets in flight per connection that a NIC with this configuration allows on a path whose
  * datagrams hold up to `datagram` bytes, header included: config->window, or the automatic
- * window for that size (128 on loopback, 572 at 1500 bytes). */
+ * window for that size (128 on loopback, 575 at 1500 bytes). */
 SRCNIC_API uint32_t srcnic_config_window(const srcnic_config_t *config, uint32_t datagram);
 
 /* The engine's version, "MAJOR.MINOR.PATCH". */
@@ -196,8 +205,10 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(DROP_BAD_FLAGS,      "drop: unknown flags or non-zero reserved fields") \
     _(DROP_BAD_LENGTH,     "drop: payload length inconsistent with the type") \
     _(DROP_WRONG_NIC,      "drop: addressed to another incarnation of this NIC") \
+    _(DROP_BAD_PROOF,      "drop: may open a connection (dst_conn 0) without a valid proof of this NIC's secret") \
     _(DROP_NO_CONN,        "drop: no connection matches and the packet cannot open one") \
     _(DROP_WRONG_GEN,      "drop: connection id or generation does not match the sender") \
+    _(DROP_WRONG_PEER,     "drop: names a connection of another address or incarnation") \
     _(DROP_OUT_OF_WINDOW,  "drop: PSN beyond the receive window") \
     _(DROP_NO_BUFFER,      "drop: out-of-order packet evicted for lack of packet buffers") \
     _(DROP_BAD_RESPONSE,   "drop: response or ack that matches no outstanding request") \
@@ -280,7 +291,8 @@ SRCNIC_API void srcnic_mr_dereg(srcnic_mr_t *mr);
 /* --- destinations ---------------------------------------------------------------------- */
 
 /* Names (remote NIC, remote QP). Looks up or reserves the connection slot for the remote NIC
- * and sends nothing. NO_RESOURCE if the peer table is full. */
+ * and sends nothing. remote is the NIC's address as srcnic_nic_query_addr() gave it, secret
+ * included (INVALID_ADDR without one). NO_RESOURCE if the peer table is full. */
 SRCNIC_API srcnic_status_t srcnic_dest_create(srcnic_nic_t *nic,
                                               const srcnic_nic_addr_t *remote,
                                               uint32_t remote_qpn, srcnic_dest_t *dest_p);

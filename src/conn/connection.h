@@ -68,6 +68,9 @@ struct TxMsg {
     }
 };
 
+// No generation: failed_gen before any connection of the slot failed (generations are 16-bit).
+constexpr uint32_t kNoGen = 0x10000;
+
 enum class ConnState : uint8_t {
     kFree,      // slot unused
     kOpen,      // usable (packets may or may not have been exchanged yet)
@@ -79,12 +82,21 @@ enum class ConnState : uint8_t {
 struct alignas(64) Connection {
     // --- identity ---
     ConnState state = ConnState::kFree;
-    uint16_t gen = 0;              // bumped whenever the slot is freed
-    uint32_t id = 0;               // slot | gen << 16 (never 0)
+    uint16_t gen = 0;              // this connection's generation: the slot's opens-th value
+                                   // of a keyed permutation (Nic::gen_for), so that a peer
+                                   // cannot guess it and no two of 65536 opens repeat it
+    uint32_t id = 0;               // slot | gen << 16 (never 0); kept when the connection is
+                                   // released, with the peer's identity below, until the slot
+                                   // is reused: a packet its peer still sends to it is then
+                                   // answered with RST (Nic::reject_unknown_id)
     LinkAddr peer_addr;            // remote NIC's link address
     uint64_t peer_nic = 0;         // remote NIC incarnation
     uint32_t peer_job_key = 0;     // job key of the peer's latest packet (a NIC serving several
                                    // owners stamps its acknowledgements with it)
+    uint64_t peer_secret = 0;      // remote NIC's secret, from its address: proves the SYN
+                                   // packets sent until peer_conn is learned (PROTOCOL.md §7.1);
+                                   // 0 when the peer opened the connection and we hold no
+                                   // address of it
     uint32_t peer_conn = 0;        // remote connection id, 0 until learned
     uint32_t mirror = 0;           // a connection of this NIC to itself: the id of the one
                                    // that receives what it sends (PROTOCOL.md §5.7), else 0
@@ -99,8 +111,9 @@ struct alignas(64) Connection {
                                    // holds (a peer's holds as many), at least kMinFullWindow
     uint32_t ack_bytes = 0;        // acknowledge a stream after this much payload (a quarter of
                                    // a full window), or after window / 4 packets
-    uint32_t failed_gen = 0xffff;  // generation that failed last, for srcnic_dest_status
+    uint32_t failed_gen = kNoGen;  // generation that failed last, for srcnic_dest_status
     int16_t fail_status = 0;       // why it failed
+    uint16_t opens = 0;            // connections the slot has held (wraps): gen_for's input
 
     // --- transmit half ---
     uint32_t next_psn = 1;         // next PSN to assign

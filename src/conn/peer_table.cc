@@ -1,5 +1,6 @@
-// The peer table: connection slots indexed by connection id (slot | generation << 16), the
-// address map consulted only when a packet does not carry our id yet, and failure handling.
+// The peer table: connection slots indexed by connection id (slot | generation << 16, the
+// generation unpredictable), the address map consulted only when a packet does not carry our id
+// yet, and failure handling.
 #include "nic/nic.h"
 
 #include "core/clock.h"
@@ -43,7 +44,8 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped)
     const uint32_t slot = free_slots_.back();
     free_slots_.pop_back();
     Connection *c = conns_[slot].get();
-    const uint16_t gen = c->gen;
+    const uint16_t opens = static_cast<uint16_t>(c->opens + 1);
+    const uint16_t gen = gen_for(slot, opens);
     const uint32_t failed_gen = c->failed_gen;
     const int16_t fail_status = c->fail_status;
     const uint32_t slots = c->reorder ? c->window : 0;   // the reorder array's size
@@ -51,6 +53,7 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped)
     std::unique_ptr<int32_t[]> reorder = std::move(c->reorder);
     *c = Connection();
     c->gen = gen;
+    c->opens = opens;
     c->failed_gen = failed_gen;
     c->fail_status = fail_status;
     c->in_active = in_active;
@@ -123,8 +126,8 @@ void Nic::conn_release(Connection *c)
         conn_by_addr_.erase(it);
     }
     c->state = ConnState::kFree;
-    c->gen = static_cast<uint16_t>(c->gen + 1);
-    c->id = 0;
+    // The id and the peer's identity stay until the slot is reused: a packet its peer still
+    // sends to the connection is then told with RST that it is gone (reject_unknown_id).
     free_slots_.push_back(slot);
     --num_conns_;
 }
@@ -149,6 +152,22 @@ std::string Nic::peers_json() const
         j += buf;
     }
     return j + "]";
+}
+
+uint16_t Nic::gen_for(uint32_t slot, uint16_t n) const
+{
+    // Feistel network over two 8-bit halves: a permutation whatever the round function. The
+    // top bit keeps these inputs apart from any other use of the key.
+    uint32_t left = n >> 8;
+    uint32_t right = n & 0xff;
+    for (uint64_t round = 0; round < 4; ++round) {
+        const uint64_t in = (1ull << 63) | round << 48 | static_cast<uint64_t>(right) << 32 | slot;
+        const uint32_t f = static_cast<uint32_t>(siphash24_word(gen_key_, in)) & 0xff;
+        const uint32_t next = left ^ f;
+        left = right;
+        right = next;
+    }
+    return static_cast<uint16_t>(left << 8 | right);
 }
 
 void Nic::activate(Connection *c)

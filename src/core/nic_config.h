@@ -10,7 +10,7 @@ namespace srcnic {
 
 constexpr uint32_t kMaxWindow = 1024;          // packets in flight per connection
 // The automatic window (srcnic_config_t.window = 0): kAutoWindowMin packets, or as many as hold
-// kAutoWindowBytes of payload where packets are small (a 1500-byte interface: 572),
+// kAutoWindowBytes of payload where packets are small (a 1500-byte interface: 575),
 // at most kMaxWindow.
 constexpr uint32_t kAutoWindowMin = 128;
 constexpr uint32_t kAutoWindowBytes = 768 * 1024;

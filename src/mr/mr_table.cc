@@ -13,7 +13,7 @@
 
 namespace srcnic {
 
-srcnic_status_t MrTable::create(uint32_t capacity, uint64_t rkey_seed, std::unique_ptr<MrTable> *table_p)
+srcnic_status_t MrTable::create(uint32_t capacity, std::unique_ptr<MrTable> *table_p)
 {
     if (capacity == 0 || capacity > (1u << kMrSlotBits)) {
         return SRCNIC_ERR_INVALID_PARAM;
@@ -21,7 +21,6 @@ srcnic_status_t MrTable::create(uint32_t capacity, uint64_t rkey_seed, std::uniq
     std::unique_ptr<MrTable> t(new MrTable());
     t->capacity_ = capacity;
     t->bytes_ = (static_cast<size_t>(capacity) * sizeof(MrSlot) + 4095) & ~size_t(4095);
-    t->key_state_ = rkey_seed | 1;
     // Pages of a memfd become resident only as slots are written.
     int fd = memfd_create("srcnic-mr", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     void *mem = MAP_FAILED;
@@ -59,13 +58,16 @@ MrTable::~MrTable()
     }
 }
 
-uint64_t MrTable::next_random()
+uint64_t MrTable::random_key()
 {
-    // xorshift64*: never 0 after the shift below in practice (44 random bits per slot).
-    key_state_ ^= key_state_ >> 12;
-    key_state_ ^= key_state_ << 25;
-    key_state_ ^= key_state_ >> 27;
-    return (key_state_ * 0x2545F4914F6CDD1DULL) >> kMrSlotBits;
+    // Counter-mode SipHash under a key from the operating system: an rkey seen on the wire
+    // tells nothing of the next one (an xorshift state, by contrast, is recovered from one
+    // output). Never 0, never reused while the NIC lives in practice (44 random bits per slot).
+    uint64_t random = keys_.next() >> kMrSlotBits;
+    while (random == 0) {
+        random = keys_.next() >> kMrSlotBits;
+    }
+    return random;
 }
 
 srcnic_status_t MrTable::reg(uint64_t base, uint64_t length, unsigned access, uint32_t *slot_p)
@@ -86,10 +88,7 @@ srcnic_status_t MrTable::reg(uint64_t base, uint64_t length, unsigned access, ui
         SRCNIC_LOG_RATELIMITED(LogLevel::kError, "registration table full (%u regions)", capacity_);
         return SRCNIC_ERR_NO_RESOURCE;
     }
-    uint64_t random = next_random();
-    if (random == 0) {
-        random = 1;
-    }
+    const uint64_t random = random_key();
     MrSlot &s = slots_[slot];
     // The key goes last (mr_table.h): a reader that saw the old key rejects what it read.
     s.key.store(0, std::memory_order_relaxed);

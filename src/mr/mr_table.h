@@ -13,6 +13,8 @@
 #ifndef SRCNIC_MR_MR_TABLE_H
 #define SRCNIC_MR_MR_TABLE_H
 
+#include "core/secure_random.h"
+
 #include <srcnic/status.h>
 
 #include <atomic>
@@ -75,9 +77,10 @@ private:
 class MrTable {
 public:
     // A table of `capacity` slots (at most 2^kMrSlotBits) in a sealed memfd when one can be
-    // made (shareable: fd()), else in private memory (fd() = -1). rkey_seed makes keys
-    // unguessable across tables.
-    static srcnic_status_t create(uint32_t capacity, uint64_t rkey_seed, std::unique_ptr<MrTable> *table_p);
+    // made (shareable: fd()), else in private memory (fd() = -1). Keys come from a generator of
+    // the table's own, keyed from the operating system: no key predicts another, of this table
+    // or any other (secure_random.h).
+    static srcnic_status_t create(uint32_t capacity, std::unique_ptr<MrTable> *table_p);
     ~MrTable();
     MrTable(const MrTable &) = delete;
     MrTable &operator=(const MrTable &) = delete;
@@ -94,7 +97,8 @@ public:
 
 private:
     MrTable() = default;
-    uint64_t next_random();
+    // The random part of a fresh key: 64 - kMrSlotBits bits, never 0. Under lock_.
+    uint64_t random_key();
 
     mutable std::mutex lock_;       // registrations may come from several threads
     MrSlot *slots_ = nullptr;
@@ -103,7 +107,7 @@ private:
     int fd_ = -1;
     std::vector<uint32_t> free_slots_;   // stack; slots [next_fresh_, capacity_) never used
     uint32_t next_fresh_ = 0;
-    uint64_t key_state_ = 1;
+    SecureRandom keys_;             // draws every key's random part (random_key)
     size_t used_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include "core/clock.h"
 #include "core/nic_config.h"
 #include "core/log.h"
+#include "wire/auth.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -21,7 +22,7 @@ namespace srcnic {
 
 Nic::Nic(const srcnic_config_t &config, std::unique_ptr<Link> link)
     : config_(config), link_(std::move(link)), udp_(dynamic_cast<UdpLink *>(link_.get())),
-      random_(now_ns() ^ reinterpret_cast<uintptr_t>(this)), pd_(config.pd)
+      pd_(config.pd)
 {
     config_.pd = nullptr;
 }
@@ -62,9 +63,12 @@ srcnic_status_t Nic::init()
     addr_.port = la.port;
     addr_.scope_id = la.scope_id;
     std::memcpy(addr_.ip, la.ip, sizeof(addr_.ip));
-    do {
-        addr_.incarnation = random_.next();
-    } while (addr_.incarnation == 0);
+    // Straight from the operating system: the incarnation and the secret are what a peer must
+    // present (PROTOCOL.md §7), and no output of an engine generator may predict them.
+    addr_.incarnation = os_random_nonzero();
+    addr_.secret = os_random_nonzero();
+    key_ = nic_key(addr_.secret, addr_.incarnation);
+    os_random(&gen_key_, sizeof(gen_key_));
 
     // Automatic: the link's datagram size (65000 bytes on loopback). The packet buffers are
     // reserved, not touched: a page becomes resident only when a datagram is written to it,
@@ -554,7 +558,8 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
     la.port = remote.port;
     la.scope_id = remote.scope_id;
     std::memcpy(la.ip, remote.ip, sizeof(la.ip));
-    if (la.family != link_->local_addr().family || qpn == 0 || remote.incarnation == 0) {
+    if (la.family != link_->local_addr().family || qpn == 0 || remote.incarnation == 0 ||
+        remote.secret == 0) {
         return SRCNIC_ERR_INVALID_ADDR;
     }
     Connection *c = nullptr;
@@ -573,6 +578,8 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
             return SRCNIC_ERR_NO_RESOURCE;
         }
     }
+    // What proves our SYN packets to the peer (a connection the peer opened has none yet).
+    c->peer_secret = remote.secret;
     dest_p->peer = c->id;
     dest_p->qpn = qpn;
     return SRCNIC_OK;

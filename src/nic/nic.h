@@ -13,7 +13,7 @@
 
 #include "conn/connection.h"
 #include "core/clock.h"
-#include "core/random.h"
+#include "core/secure_random.h"
 #include "link/link.h"
 #include "link/udp_link.h"
 #include "mr/mr_table.h"
@@ -222,6 +222,10 @@ private:
     Connection *conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped = true);
     // The connection that receives what this NIC's own connection `sender` sends it, or nullptr.
     Connection *self_receiver(uint32_t sender);
+    // The n-th generation of connection slot `slot`: a permutation of the 16-bit values keyed by
+    // gen_key_ (four Feistel rounds of SipHash), so that consecutive generations of a slot
+    // are distinct for 65536 opens and none predicts another.
+    uint16_t gen_for(uint32_t slot, uint16_t n) const;
     void conn_fail(Connection *c, srcnic_status_t status);
     void conn_release(Connection *c);
     void activate(Connection *c);
@@ -305,6 +309,9 @@ private:
     void rx_deliver(Connection *c, int32_t buf, const uint8_t *data, const PacketHeader &h,
                     const uint8_t *placed = nullptr);
     void rx_control(Connection *c, const PacketHeader &h);
+    // A packet whose dst_conn names no open connection (DROP_WRONG_GEN): answered with RST only
+    // if its sender is the peer of the slot's open or last connection (PROTOCOL.md §7.3).
+    void reject_unknown_id(const PacketHeader &h, const LinkAddr &src);
     // Where the payload of packet h from src goes if it is placed as its CRC is checked: a
     // SEND or READ_RESP segment of at least kCheckWhilePlacingMin bytes that is the next packet
     // of the open connection it names, placed at once by the stage that handles it
@@ -371,7 +378,9 @@ private:
                                     // may send (link max_datagram), at least mtu_
     size_t max_msg_ = 0;
     uint64_t counters_[SRCNIC_CNT_LAST] = {};
-    Random random_;
+    SipKey gen_key_{};              // keys the generation permutation (gen_for); from
+                                    // os_random(), never leaves the NIC
+    SipKey key_{};                  // this NIC's proof key: addr_.secret, addr_.incarnation
 
     // QPs by slot: a QPN is (slot + 1) | generation << 16, so that a QP created in a freed
     // slot never answers to the number of the one before it.

@@ -1,13 +1,14 @@
 // Rx demux: takes the datagrams rx_poll (nic.cc) received from the link, drops and counts what
 // fails the header checks, finds the connection from the id the packet carries (validated
 // against the sender's address, incarnation and connection id; the address map is consulted
-// only until the sender has learned our id), puts sequenced packets in PSN order, and hands
-// requests to the responder and answers to the completer. Control packets (ACK, NAK, RST) are
-// handled here.
+// only until the sender has learned our id, and only for a packet that proves our secret,
+// PROTOCOL.md §7), puts sequenced packets in PSN order, and hands requests to the responder and
+// answers to the completer. Control packets (ACK, NAK, RST) are handled here.
 #include "nic/nic.h"
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "wire/auth.h"
 
 #include <algorithm>
 #include <cstring>
@@ -67,11 +68,10 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     const bool is_rst = h.opcode == static_cast<uint8_t>(Opcode::kRST);
     const bool is_syn = (h.flags & kFlagSyn) != 0;
     if (h.dst_nic != addr_.incarnation) {
-        // Meant for an earlier incarnation of this NIC (§5.6): tell the sender.
+        // Meant for another incarnation of this NIC, or a guess. Not answered: an answer would
+        // tell a prober our incarnation (PROTOCOL.md §7.3); a peer of an earlier incarnation
+        // learns of the restart from the new address UCX hands it, or times out.
         count(SRCNIC_CNT_DROP_WRONG_NIC);
-        if (!is_rst) {
-            tx_reset(src, h.src_nic, h.src_conn, h.job_key);
-        }
         buf_free(buf);
         return;
     }
@@ -81,27 +81,51 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     const bool from_self = h.src_nic == addr_.incarnation && src == link_->local_addr();
     Connection *c = nullptr;
     if (h.dst_conn != 0) {
+        // Bound to the connection it names: the id (generation included), the address and the
+        // incarnation the connection was opened with (§7.2). Nothing else is looked up.
         c = conn_by_id(h.dst_conn);
-        if (c != nullptr && c->peer_addr != src) {
-            c = nullptr;
+        if (c == nullptr) {
+            reject_unknown_id(h, src);
+            buf_free(buf);
+            return;
         }
-    } else if (from_self) {
-        c = self_receiver(h.src_conn);
+        if (c->peer_addr != src || c->peer_nic != h.src_nic) {
+            count(SRCNIC_CNT_DROP_WRONG_PEER);
+            buf_free(buf);
+            return;
+        }
     } else {
-        auto it = conn_by_addr_.find(src);
-        if (it != conn_by_addr_.end()) {
-            c = conns_[it->second].get();
+        // Only a SYN sequenced packet that proves our secret may open a connection, or reach
+        // one by its sender's address (§7.1), this NIC's own packets included. Checked before
+        // anything is looked up or changed.
+        if (!is_syn || !opcode_info(h.opcode).sequenced || h.src_conn == 0) {
+            count(SRCNIC_CNT_DROP_NO_CONN);
+            buf_free(buf);
+            return;
         }
-    }
-    if (c != nullptr && c->peer_nic != h.src_nic) {
-        // The peer restarted (§5.6): nothing of the old connection may mix with the new one.
-        conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
-        c = nullptr;
+        if (h.auth != syn_proof(key_, h, src)) {
+            count(SRCNIC_CNT_DROP_BAD_PROOF);
+            SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "drop SYN from %s: no proof of our secret",
+                                   src.to_string().c_str());
+            buf_free(buf);
+            return;
+        }
+        if (from_self) {
+            c = self_receiver(h.src_conn);
+        } else if (auto it = conn_by_addr_.find(src); it != conn_by_addr_.end()) {
+            c = conns_[it->second].get();
+            if (c->peer_nic != h.src_nic) {
+                // The peer restarted (§5.6): nothing of the old connection may mix with the new.
+                conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
+                c = nullptr;
+            }
+        }
     }
     // An RST names our connection by dst_conn and carries no id of its own (§3.9).
-    if (c != nullptr && !is_rst && c->peer_conn != 0 && c->peer_conn != h.src_conn) {
+    if (c != nullptr && !is_rst &&
+        (c->peer_conn != 0 ? c->peer_conn != h.src_conn : h.src_conn == 0)) {
         if (is_syn) {
-            // The peer dropped its side and opened a new connection.
+            // The peer dropped its side and opened a new connection (it proved our secret).
             conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
             c = nullptr;
         } else {
@@ -111,16 +135,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         }
     }
     if (c == nullptr) {
-        if (is_rst) {
-            buf_free(buf);
-            return;
-        }
-        if (!is_syn || h.dst_conn != 0 || !opcode_info(h.opcode).sequenced) {
-            count(h.dst_conn != 0 ? SRCNIC_CNT_DROP_WRONG_GEN : SRCNIC_CNT_DROP_NO_CONN);
-            tx_reset(src, h.src_nic, h.src_conn, h.job_key);
-            buf_free(buf);
-            return;
-        }
+        // A proved SYN: it opens a connection, or is refused with RST (the sender knows us).
         c = conn_open(src, h.src_nic, !from_self);
         if (c == nullptr) {
             tx_reset(src, h.src_nic, h.src_conn, h.job_key);
@@ -274,6 +289,26 @@ uint8_t *Nic::place_target(const PacketHeader &h, const LinkAddr &src)
         return nullptr;
     }
     return send ? send_target(c, h) : read_target(c, h);
+}
+
+void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
+{
+    count(SRCNIC_CNT_DROP_WRONG_GEN);
+    // RST only to the peer of the slot's connection, open (the packet names an older
+    // generation) or released (the peer still uses it): whoever else names the slot learns
+    // nothing, not even that the id was wrong (PROTOCOL.md §7.3).
+    const uint32_t slot = h.dst_conn & 0xffff;
+    if (h.opcode == static_cast<uint8_t>(Opcode::kRST) || h.src_conn == 0 || slot == 0 ||
+        slot >= conns_.size()) {
+        return;
+    }
+    const Connection &s = *conns_[slot];
+    const bool peer = s.peer_addr == src && s.peer_nic == h.src_nic;
+    const bool released = s.state != ConnState::kOpen && s.id == h.dst_conn &&
+                          s.peer_conn == h.src_conn;
+    if (peer && (s.state == ConnState::kOpen || released)) {
+        tx_reset(src, h.src_nic, h.src_conn, h.job_key);
+    }
 }
 
 void Nic::rx_control(Connection *c, const PacketHeader &h)

@@ -7,6 +7,8 @@
 #include "core/nic_config.h"
 #include "core/log.h"
 
+#include <cstring>
+
 namespace srcnic {
 
 srcnic_status_t Nic::create_udp(const srcnic_config_t &config, std::unique_ptr<Nic> *nic_p)
@@ -22,6 +24,14 @@ srcnic_status_t Nic::create_udp(const srcnic_config_t &config, std::unique_ptr<N
         SRCNIC_LOG_ERROR("bind address '%s' is not a numeric IPv4 or IPv6 address",
                          config.bind_addr);
         return status;
+    }
+    // A connection's first packets prove the address they come from (PROTOCOL.md §7), which a
+    // NIC on the wildcard address does not know: the kernel picks it per route.
+    static const uint8_t kZeroIp[sizeof(udp.bind_addr.ip)] = {};
+    if (std::memcmp(udp.bind_addr.ip, kZeroIp, sizeof(kZeroIp)) == 0) {
+        SRCNIC_LOG_ERROR("bind address '%s' is the wildcard: a NIC must be bound to the address "
+                         "its peers see it at", config.bind_addr);
+        return SRCNIC_ERR_INVALID_PARAM;
     }
     udp.mtu = config.mtu;
     udp.sock_buf_size = config.sock_buf;
@@ -183,8 +193,7 @@ unsigned srcnic_qp_outstanding(const srcnic_qp_t *qp)
 srcnic_status_t srcnic_pd_create(srcnic_pd_t **pd_p)
 {
     std::unique_ptr<srcnic_pd> pd(new srcnic_pd());
-    const srcnic_status_t status = srcnic::MrTable::create(
-        srcnic::kMrDefaultSlots, srcnic::now_ns() ^ reinterpret_cast<uintptr_t>(pd.get()), &pd->mrs);
+    const srcnic_status_t status = srcnic::MrTable::create(srcnic::kMrDefaultSlots, &pd->mrs);
     if (status != SRCNIC_OK) {
         return status;
     }

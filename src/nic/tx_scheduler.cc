@@ -5,6 +5,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "wire/auth.h"
 
 #include <algorithm>
 #include <cstring>
@@ -47,7 +48,7 @@ SRCNIC_HOT PacketHeader *Nic::tx_slot(const LinkAddr &dst, uint32_t job_key, str
     }
     stage_last_ = kStageBlocks;
     PacketHeader *h = &tx_pkts_[tx_count_].h;
-    // Built whole, which the compiler stores as vector words; a memset of the 96 bytes becomes
+    // Built whole, which the compiler stores as vector words; a memset of the 104 bytes becomes
     // `rep stosq` under generic tuning, tens of cycles to start, on every packet.
     const PacketHeader init{kWireVersion, 0, 0, job_key, addr_.incarnation};
     *h = init;
@@ -62,6 +63,11 @@ SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
 {
     TxPacket &pkt = tx_pkts_[tx_count_];
     struct iovec *iov = tx_iov_[tx_count_];
+    if (__builtin_expect(pkt.h.dst_conn == 0, 0) && c != nullptr) {
+        // A SYN packet: the proof of the peer's secret, over the header as sent (PROTOCOL.md
+        // §7.1), made again on every transmission (the acknowledgement fields change).
+        pkt.h.auth = syn_proof(nic_key(c->peer_secret, c->peer_nic), pkt.h, link_->local_addr());
+    }
     size_t payload = 0;
     for (uint32_t i = 1; i <= iovcnt; ++i) {
         payload += iov[i].iov_len;
@@ -323,6 +329,8 @@ void Nic::tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm)
 
 void Nic::tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn, uint32_t job_key)
 {
+    // Only to a sender that proved our secret or is the peer of the connection it names
+    // (rx_demux.cc), which already knows our incarnation: an RST tells nobody else anything.
     struct iovec *iov;
     PacketHeader *h = tx_slot(to, several_owners_ ? job_key : config_.job_key, &iov);
     h->opcode = static_cast<uint8_t>(Opcode::kRST);

@@ -69,6 +69,11 @@ HeaderError check_fields(const PacketHeader &hdr, int64_t job_key)
     if ((hdr.flags & ~kFlagsKnown) != 0 || hdr.reserved != 0 || hdr.reserved2 != 0) {
         return HeaderError::kBadFlags;
     }
+    // A packet that names the receiver's connection neither opens one (SYN) nor proves
+    // anything (auth): PROTOCOL.md §2.2, §7.
+    if (hdr.dst_conn != 0 && ((hdr.flags & kFlagSyn) != 0 || hdr.auth != 0)) {
+        return HeaderError::kBadFlags;
+    }
     if (!info.has_payload && hdr.payload_len != 0) {
         return HeaderError::kBadLength;
     }
@@ -120,16 +125,17 @@ std::string to_string(const PacketHeader &hdr)
             std::strncat(flags, f.name, sizeof(flags) - std::strlen(flags) - 1);
         }
     }
-    char buf[320];
+    char buf[352];
     std::snprintf(buf, sizeof(buf),
                   "%s psn=%u ack=%u sack=0x%llx conn=%u->%u nic=%llx->%llx qp=%u->%u "
-                  "len=%u/%u imm=%u addr=0x%llx rkey=0x%llx req=%u flags=%s",
+                  "len=%u/%u imm=%u addr=0x%llx rkey=0x%llx req=%u auth=0x%llx flags=%s",
                   info.name ? info.name : "UNKNOWN", hdr.psn, hdr.ack_psn,
                   static_cast<unsigned long long>(hdr.sack), hdr.src_conn, hdr.dst_conn,
                   static_cast<unsigned long long>(hdr.src_nic),
                   static_cast<unsigned long long>(hdr.dst_nic), hdr.src_qpn, hdr.dst_qpn,
                   hdr.payload_len, hdr.msg_len, hdr.imm, static_cast<unsigned long long>(hdr.addr),
-                  static_cast<unsigned long long>(hdr.rkey), hdr.req_psn, flags[0] ? flags : "-");
+                  static_cast<unsigned long long>(hdr.rkey), hdr.req_psn,
+                  static_cast<unsigned long long>(hdr.auth), flags[0] ? flags : "-");
     return buf;
 }
 

@@ -13,7 +13,9 @@
 
 namespace srcnic {
 
-constexpr uint8_t kWireVersion = 1;
+// 2: the header grew the auth field (PROTOCOL.md §7); version 1 peers are dropped as
+// DROP_BAD_VERSION.
+constexpr uint8_t kWireVersion = 2;
 
 enum class Opcode : uint8_t {
 #define SRCNIC_OPCODE(_name, _value, _seq, _payload, _stage) k##_name = _value,
@@ -42,7 +44,8 @@ enum : uint16_t {
     kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq
 };
 
-// The header, little-endian on the wire, 96 bytes, no implicit padding:
+// The header, little-endian on the wire, 104 bytes, no implicit padding (PROTOCOL.md §2.1 has
+// the same table; tests/unit/wire_header_test.cc checks both against this struct):
 //
 //  0       8       16      24      32      40      48      56      63
 // +-------+-------+---------------+-------------------------------+
@@ -70,6 +73,8 @@ enum : uint16_t {
 // +-------------------------------+---------------+---------------+
 // |              crc              |           reserved2           | 88
 // +-------------------------------+-------------------------------+
+// |            auth (dst_conn 0: proof of the receiver's secret)  | 96
+// +---------------------------------------------------------------+
 struct PacketHeader {
     uint8_t version;        // kWireVersion
     uint8_t opcode;         // Opcode
@@ -93,9 +98,35 @@ struct PacketHeader {
     uint16_t reserved;      // zero
     uint32_t crc;           // CRC32C of header (crc = 0) and payload
     uint32_t reserved2;     // zero
+    uint64_t auth;          // dst_conn 0: SipHash-2-4 proof that the sender knows the receiver's
+                            // secret (wire/auth.h, PROTOCOL.md §7); otherwise zero
 } __attribute__((packed));
 
-static_assert(sizeof(PacketHeader) == 96, "the wire header is 96 bytes (PROTOCOL.md §2)");
+static_assert(sizeof(PacketHeader) == 104, "the wire header is 104 bytes (PROTOCOL.md §2)");
+// Every field where PROTOCOL.md §2.1 puts it (the unit test reads that table).
+static_assert(offsetof(PacketHeader, version) == 0, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, opcode) == 1, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, flags) == 2, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, job_key) == 4, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, src_nic) == 8, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, dst_nic) == 16, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, src_conn) == 24, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, dst_conn) == 28, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, psn) == 32, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, ack_psn) == 36, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, sack) == 40, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, src_qpn) == 48, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, dst_qpn) == 52, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, msg_len) == 56, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, imm) == 60, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, addr) == 64, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, rkey) == 72, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, req_psn) == 80, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, payload_len) == 84, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, reserved) == 86, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, crc) == 88, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, reserved2) == 92, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, auth) == 96, "PROTOCOL.md §2.1");
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the wire is little-endian; a big-endian port must byte-swap PacketHeader");
 
@@ -116,11 +147,12 @@ enum class HeaderError : uint8_t {
     kBadChecksum,
     kWrongJobKey,
     kUnknownOpcode,
-    kBadFlags,       // unknown flag bits, or reserved fields not zero
+    kBadFlags,       // unknown flag bits, reserved fields not zero, SYN with a dst_conn, or
+                     // auth on a packet with a dst_conn
     kBadLength,      // payload on a type without payload, or trailing bytes
 };
 
-// Checks a received datagram's header (§4 steps 1-5): everything that needs no connection
+// Checks a received datagram's header (§4 steps 1-4): everything that needs no connection
 // state. On kOk the payload is datagram[sizeof(PacketHeader) .. + payload_len).
 HeaderError check_header(const uint8_t *datagram, uint32_t len, int64_t job_key);
 // The same, handing the header out: *hdr is set (crc included) when the result is kOk.

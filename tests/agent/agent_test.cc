@@ -503,8 +503,10 @@ TEST_F(AgentTest, failure__agent_stopped_clients_see_it)
 }
 
 // An engine of another process (embedded) talks to an attached process; the agent restarts on
-// the same port: the embedded peer's next request meets the new incarnation and fails, and a
-// destination to the new one works.
+// the same port. A packet for the old incarnation is dropped unanswered (PROTOCOL.md §7.3), so
+// the embedded peer learns of the restart when it is handed the new address: its request
+// outstanding to the old incarnation then fails with CONNECTION_RESET at once, not at the
+// timeout, and a destination to the new one works.
 TEST_F(AgentTest, failure__agent_restart_is_a_new_incarnation_for_remote_peers)
 {
     srcnic_config_t ec;
@@ -516,12 +518,12 @@ TEST_F(AgentTest, failure__agent_restart_is_a_new_incarnation_for_remote_peers)
     srcnic_qp_config_init(&qc);
     srcnic_qp_t *eqp;
     ASSERT_EQ(SRCNIC_OK, srcnic_qp_create(emb, &qc, &eqp));
-    auto emb_send = [&](srcnic_dest_t d, uint64_t id) -> srcnic_status_t {
-        uint8_t byte = 0;
+    uint8_t byte = 0;
+    auto emb_post = [&](srcnic_dest_t d, uint64_t id) {
         srcnic_wqe_t w = wqe(SRCNIC_OP_SEND, d, id, &byte, 1);
-        if (srcnic_post_send(eqp, &w) != SRCNIC_OK) {
-            return SRCNIC_ERR_IO_ERROR;
-        }
+        return srcnic_post_send(eqp, &w);
+    };
+    auto emb_wait = [&]() -> srcnic_status_t {
         const uint64_t start = now_ns();
         srcnic_cqe_t cqe;
         while (seconds_since(start) < kWait) {
@@ -531,6 +533,9 @@ TEST_F(AgentTest, failure__agent_restart_is_a_new_incarnation_for_remote_peers)
             }
         }
         return SRCNIC_ERR_TIMED_OUT;
+    };
+    auto emb_send = [&](srcnic_dest_t d, uint64_t id) -> srcnic_status_t {
+        return emb_post(d, id) == SRCNIC_OK ? emb_wait() : SRCNIC_ERR_IO_ERROR;
     };
     srcnic_nic_addr_t old_addr;
     uint32_t old_qpn;
@@ -558,12 +563,21 @@ TEST_F(AgentTest, failure__agent_restart_is_a_new_incarnation_for_remote_peers)
     ASSERT_NE(old_addr.incarnation, new_addr.incarnation);
     srcnic_dest_t old_dest;
     ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(emb, &old_addr, old_qpn, &old_dest));
-    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, emb_send(old_dest, 2));
+    ASSERT_EQ(SRCNIC_OK, emb_post(old_dest, 2));
+    for (int i = 0; i < 100; ++i) {
+        srcnic_nic_progress(emb);   // it goes out, and nothing answers it
+    }
+    srcnic_cqe_t cqe;
+    EXPECT_EQ(0, srcnic_poll_cq(eqp, &cqe, 1)) << "answered by an incarnation it did not name";
     uint8_t buf[16];
     srcnic_recv_wqe_t r = {1, reinterpret_cast<uint64_t>(buf), sizeof(buf), 0};
     ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(b.qp, &r));
     srcnic_dest_t new_dest;
+    const uint64_t handed = now_ns();
     ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(emb, &new_addr, srcnic_qp_num(b.qp), &new_dest));
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, emb_wait());
+    EXPECT_LT(seconds_since(handed), ec.peer_timeout_ms / 1000.0) << "failed by the timeout";
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, srcnic_dest_status(emb, old_dest));
     EXPECT_EQ(SRCNIC_OK, emb_send(new_dest, 3));
     srcnic_qp_destroy(eqp);
     srcnic_nic_destroy(emb);

@@ -4,7 +4,7 @@
 //
 // Input: records, each ctl (1 byte), len (2 bytes, little-endian), body (len bytes, cut short
 // at the end of the input). ctl bit 0 clear: the body is sent as it is. Bit 0 set: the body is
-// a header (zero-padded to 96 bytes) and payload that is fixed up and sealed:
+// a header (zero-padded to 104 bytes) and payload that is fixed up and sealed:
 //   bits 1-2  which of the four raw peers sends it
 //   bit 3     dst_conn = the Nic's connection id as that peer learned it
 //   bit 4     rkey/addr/msg_len aimed at a registered region (else as given)
@@ -12,11 +12,17 @@
 //             a segment of the Nic's READ
 //   bit 6     psn/ack_psn/req_psn follow the live sequence numbers (else as given)
 //   bit 7     leave dst_nic as given (else the Nic's incarnation)
+// and the header's auth field as given chooses the proof (PROTOCOL.md §7): with dst_conn 0,
+// auth % 4 of 0 or 1 makes it the valid proof of the Nic's secret (computed last, over the
+// sealed header), 2 keeps it as given, 3 sends none; with a dst_conn, auth % 8 == 7 keeps it
+// (and SYN) as given, anything else clears both, as a real peer sends them.
 // Every input starts with new incarnations of the raw peers, so whatever connections earlier
 // inputs left are failed and reopened: the Nic's state stays bounded and inputs independent.
+// The Nic's own SYN packets to peer 0 must carry a valid proof of that peer's secret.
 #include "core/log.h"
 #include "link/loopback_link.h"
 #include "nic/nic.h"
+#include "wire/auth.h"
 #include "wire/header.h"
 
 #include <cstddef>
@@ -52,6 +58,9 @@ void discard_log(LogLevel, const char *, int, const char *, void *) {}
 struct PeerState {
     std::unique_ptr<Link> link;
     uint64_t incarnation = 0;
+    uint64_t secret = 0;         // the secret its address publishes (the Nic proves it); the
+                                 // same for every incarnation, so that a connection an earlier
+                                 // input left can still be checked
     uint32_t conn_id = 0;        // its own connection id (src_conn)
     uint32_t nic_conn = 0;       // the Nic's id (src_conn of the Nic's packets)
     uint32_t next_psn = 1;       // next PSN it sends
@@ -111,6 +120,7 @@ struct World {
                 std::abort();
             }
             peers[k].conn_id = 0x00010001u + k;
+            peers[k].secret = 0x5ec7e70000000001ull + 2 * k;
         }
         for (unsigned i = 0; i < kRecvBufs; ++i) {
             recv_bufs[i].resize(i % 2 ? 64 : 2048);
@@ -138,6 +148,7 @@ struct World {
         a.scope_id = la.scope_id;
         std::memcpy(a.ip, la.ip, sizeof(a.ip));
         a.incarnation = peers[k].incarnation;
+        a.secret = peers[k].secret;
         return a;
     }
 
@@ -194,6 +205,10 @@ struct World {
                 }
                 PacketHeader h;
                 std::memcpy(&h, rx, sizeof(h));
+                if (h.dst_conn == 0 &&
+                    h.auth != syn_proof(nic_key(p.secret, h.dst_nic), h, slot.src)) {
+                    std::abort();   // a SYN the peer would refuse: no proof of its secret
+                }
                 if (h.src_conn != 0) {
                     p.nic_conn = h.src_conn;
                 }
@@ -293,6 +308,18 @@ struct World {
         h.payload_len = static_cast<uint16_t>(payload_len);
         h.reserved = 0;
         h.reserved2 = 0;
+        if (h.dst_conn == 0) {
+            switch (h.auth % 4) {
+            case 0:
+            case 1: h.auth = syn_proof(nic_key(nic->addr().secret, nic->addr().incarnation), h,
+                                       p.link->local_addr()); break;
+            case 2: break;
+            default: h.auth = 0; break;
+            }
+        } else if (h.auth % 8 != 7) {
+            h.auth = 0;
+            h.flags &= static_cast<uint16_t>(~kFlagSyn);
+        }
         struct iovec iov = {const_cast<uint8_t *>(payload), payload_len};
         seal_header(&h, &iov, 1);
         std::vector<uint8_t> d(sizeof(h) + payload_len);

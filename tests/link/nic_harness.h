@@ -5,6 +5,7 @@
 #define SRCNIC_TESTS_LINK_NIC_HARNESS_H
 
 #include "core/clock.h"
+#include "core/random.h"
 #include "link/faulty_link.h"
 #include "link/loopback_link.h"
 #include "link/udp_link.h"

@@ -1,6 +1,7 @@
 // Peer death and restart: outstanding work to a dead peer fails with ENDPOINT_TIMEOUT within
 // the configured bound and nothing hangs; a restarted peer (new incarnation on the same address)
-// is served cleanly and the old connection fails with CONNECTION_RESET.
+// is served cleanly once its new address is known, and the old connection then fails with
+// CONNECTION_RESET.
 #include "nic_harness.h"
 
 namespace srcnic {
@@ -80,17 +81,26 @@ TEST(NicPeer, restart__new_incarnation_served_old_connection_reset)
     Qp *qb2;
     ASSERT_EQ(SRCNIC_OK, b2->qp_create(qc, &qb2));
 
-    // A still talks to the old incarnation: B2 answers with RST and the request fails fast.
+    // A still talks to the old incarnation: B2 drops its packets unanswered (an answer would
+    // tell whoever sent them B2's incarnation, PROTOCOL.md §7.3), and nothing is delivered.
     ASSERT_EQ(SRCNIC_OK, qa->post_send(make_send(to_b, 2, data.data(), 3000)));
+    ASSERT_TRUE(progress_until(nics.all(), [&] {
+        return b2->counter(SRCNIC_CNT_DROP_WRONG_NIC) >= 1;
+    }, 10.0));
+    EXPECT_EQ(0u, b2->counter(SRCNIC_CNT_TX_PACKETS));
+    EXPECT_EQ(0u, qb2->poll_cq(&c, 1));
+    EXPECT_EQ(0u, qa->poll_cq(&c, 1));
+
+    // A learns B2's address (as UCX would hand it over): the old connection, to the same
+    // address with another incarnation, fails at once, and the request on it with it.
+    srcnic_dest_t to_b2;
+    ASSERT_EQ(SRCNIC_OK, nics.nic(0)->dest_create(b2->addr(), qb2->qpn(), &to_b2));
     ASSERT_TRUE(poll_one(nics.all(), qa, &c, 10.0));
     EXPECT_EQ(2u, c.wr_id);
     EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, c.status);
-    EXPECT_GE(b2->counter(SRCNIC_CNT_DROP_WRONG_NIC), 1u);
-    EXPECT_EQ(0u, qb2->poll_cq(&c, 1));
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, nics.nic(0)->dest_status(to_b));
 
     // The new incarnation is served on a fresh connection.
-    srcnic_dest_t to_b2;
-    ASSERT_EQ(SRCNIC_OK, nics.nic(0)->dest_create(b2->addr(), qb2->qpn(), &to_b2));
     std::vector<uint8_t> rbuf2(3000);
     ASSERT_EQ(SRCNIC_OK, qb2->post_recv(make_recv(5, rbuf2.data(), 3000)));
     ASSERT_EQ(SRCNIC_OK, qa->post_send(make_send(to_b2, 3, data.data(), 3000)));

@@ -1,13 +1,18 @@
 /* An MPI correctness check run by make check through srcrun: point-to-point ping-pong of
  * verified payloads from 0 B to 1 MiB between rank pairs, allreduce, alltoall, and MPI_Put,
  * MPI_Get and MPI_Accumulate in a window between fences. Prints
- * "mpi_check: N ranks passed" on rank 0 and exits non-zero on the first mismatch. */
+ * "mpi_check: N ranks passed" on rank 0 and exits non-zero on the first mismatch.
+ *
+ *   mpi_check [--until FILE SECONDS]   repeats the checks in rounds until FILE exists (rank 0
+ *                                      looks after each round) or SECONDS have passed: a job
+ *                                      that runs while a test does something beside it */
 #include <mpi.h>
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHECK(_cond, ...) \
     do { \
@@ -129,18 +134,33 @@ static void check_rma(void)
 int main(int argc, char **argv)
 {
     const char *preload = getenv("LD_PRELOAD");
+    const char *until   = NULL;
+    double seconds = 0, start;
+    int rounds = 0, stop;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     CHECK(preload != NULL && strstr(preload, "libuct_src") != NULL,
           "the src module is not preloaded (LD_PRELOAD=%s)", preload ? preload : "");
-    check_pingpong();
-    check_collectives();
-    check_rma();
+    if ((argc == 4) && !strcmp(argv[1], "--until")) {
+        until   = argv[2];
+        seconds = atof(argv[3]);
+    } else {
+        CHECK(argc == 1, "usage: mpi_check [--until FILE SECONDS]");
+    }
+    start = MPI_Wtime();
+    do {
+        check_pingpong();
+        check_collectives();
+        check_rma();
+        ++rounds;
+        stop = (until == NULL) || (access(until, F_OK) == 0) || (MPI_Wtime() - start > seconds);
+        MPI_Bcast(&stop, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    } while (!stop);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("mpi_check: %d ranks passed\n", nranks);
+        printf("mpi_check: %d ranks passed (%d round%s)\n", nranks, rounds, rounds > 1 ? "s" : "");
     }
     MPI_Finalize();
     return 0;

@@ -7,6 +7,7 @@
 #include "link/loopback_link.h"
 #include "link/nic_harness.h"
 #include "nic/nic.h"
+#include "wire/auth.h"
 #include "wire/header.h"
 
 #include <gtest/gtest.h>
@@ -28,13 +29,14 @@ struct Packet {
 };
 
 // A peer that is not a Nic: it sends whatever header a test builds and keeps no protocol state
-// except the identity it presents (incarnation, connection id) and the Nic's identity as it
-// would know it.
+// except the identity it presents (incarnation, connection id, a secret of its own) and the
+// Nic's identity as it would know it from the Nic's address (incarnation and secret).
 class RawPeer {
 public:
     RawPeer(LoopbackFabric &fabric, const srcnic_nic_addr_t &nic, uint32_t job_key,
             uint64_t incarnation, uint32_t conn_id)
-        : nic_incarnation_(nic.incarnation), job_key_(job_key), incarnation_(incarnation),
+        : nic_incarnation_(nic.incarnation), nic_key_(nic_key(nic.secret, nic.incarnation)),
+          job_key_(job_key), incarnation_(incarnation), secret_(secret_of(incarnation)),
           conn_id_(conn_id)
     {
         EXPECT_EQ(SRCNIC_OK, fabric.open_link(&link_));
@@ -78,9 +80,19 @@ public:
         return d;
     }
 
-    // Sends header + payload with payload_len and CRC filled in.
-    void send(const PacketHeader &h, const std::vector<uint8_t> &payload = {})
+    // The proof of the Nic's secret that header h (payload_len as it will be sent) needs
+    // when it comes from this peer (PROTOCOL.md §7.1).
+    uint64_t proof(const PacketHeader &h) const { return syn_proof(nic_key_, h, local_addr()); }
+
+    // Sends header + payload with payload_len and CRC filled in; a header with dst_conn 0 and
+    // auth 0 gets the proof the Nic expects (send_bytes(datagram(...)) sends it without, a
+    // header with auth set keeps it).
+    void send(PacketHeader h, const std::vector<uint8_t> &payload = {})
     {
+        if (h.dst_conn == 0 && h.auth == 0) {
+            h.payload_len = static_cast<uint16_t>(payload.size());
+            h.auth = proof(h);
+        }
         send_bytes(datagram(h, payload));
     }
 
@@ -115,6 +127,11 @@ public:
             }
             Packet p;
             std::memcpy(&p.h, buf_, sizeof(p.h));
+            if (p.h.dst_conn == 0) {
+                // Its SYN packets prove our secret, from the Nic's own address.
+                EXPECT_EQ(syn_proof(nic_key(secret_, incarnation_), p.h, slot.src), p.h.auth)
+                    << "the Nic's SYN has no valid proof: " << to_string(p.h);
+            }
             p.payload.assign(buf_ + sizeof(p.h), buf_ + sizeof(p.h) + p.h.payload_len);
             out.push_back(std::move(p));
         }
@@ -130,9 +147,14 @@ public:
         a.scope_id = la.scope_id;
         std::memcpy(a.ip, la.ip, sizeof(a.ip));
         a.incarnation = incarnation_;
+        a.secret = secret_;
         return a;
     }
 
+    // The secret a raw peer of this incarnation publishes in its address (fixed, for tests).
+    static uint64_t secret_of(uint64_t incarnation) { return incarnation * 0x9e3779b97f4a7c15ull | 1; }
+
+    const LinkAddr &local_addr() const { return link_->local_addr(); }
     uint64_t incarnation() const { return incarnation_; }
     uint32_t conn_id() const { return conn_id_; }
     // The Nic's connection id as this peer knows it (dst_conn of later headers).
@@ -143,8 +165,10 @@ private:
     std::unique_ptr<Link> link_;
     LinkAddr nic_addr_;
     uint64_t nic_incarnation_;
+    SipKey nic_key_;          // the Nic's proof key, from its address
     uint32_t job_key_;
     uint64_t incarnation_;
+    uint64_t secret_;         // this peer's secret (secret_of(incarnation_))
     uint32_t conn_id_;
     uint32_t nic_conn_ = 0;
     uint8_t buf_[kLoopbackMaxMtu];
@@ -183,7 +207,7 @@ private:
 // The fixture of the protocol tier: a Nic with one QP, and a raw peer.
 class ProtocolTest : public ::testing::Test {
 protected:
-    static constexpr uint32_t kMtu = 1024;              // datagram bytes; 928 payload per packet
+    static constexpr uint32_t kMtu = 1024;              // datagram bytes; 920 payload per packet
     static constexpr uint32_t kSegPayload = kMtu - sizeof(PacketHeader);
     // Datagrams of fixtures that test placing while checking: large enough for segments of
     // kCheckWhilePlacingMin bytes and more, which the receive path copies into place as it

@@ -91,7 +91,7 @@ TEST_F(Responder, respond_send__multi_packet_message_lands_in_one_buffer)
 {
     uint8_t *buf = post_buffer(7, 4096);
     const std::vector<uint8_t> data = pattern(2000, 7);
-    // receive SEND psn 2, 3, 4: segments at 0, 928, 1856 of a 2000-byte message
+    // receive SEND psn 2, 3, 4: segments at 0, 920, 1840 of a 2000-byte message
     for (uint32_t seg = 0; seg < 3; ++seg) {
         const uint32_t off = seg * kSegPayload;
         const uint32_t len = std::min<uint32_t>(kSegPayload, 2000 - off);

@@ -443,6 +443,40 @@ TEST_F(UctSrcCappedRx, am_handler__released_descriptors_replenish_receive_buffer
     ASSERT_TRUE(delivered) << b_.rx.size() << "/" << sent - seen_before;
 }
 
+// A message whose AM id the receiver never registered (a broken or hostile peer) is dropped and
+// counted, not handed to UCX's stub handler, which only warns with a backtrace and leaves the
+// consumer to whatever follows; so is one whose handler was removed. The registered id is
+// delivered.
+TEST_F(UctSrc, am__unregistered_id_is_dropped_and_counted)
+{
+    const unsigned long before = uct_src_test_am_dropped(b_.iface);
+    const uint64_t payload = 0xbad;
+    unsigned long sent = 0;
+    for (unsigned id = 0; id < UCT_AM_ID_MAX; ++id) {
+        if (id == kAmId) {
+            continue;
+        }
+        ASSERT_EQ(UCS_OK, am_short(ep_ab_, id, &payload, sizeof(payload), static_cast<uint8_t>(id)));
+        ASSERT_EQ(static_cast<ssize_t>(sizeof(payload)),
+                  am_bcopy(ep_ab_, &payload, sizeof(payload), static_cast<uint8_t>(id)));
+        sent += 2;
+    }
+    ASSERT_NO_FATAL_FAILURE(flush_ep(ep_ab_));
+    ASSERT_TRUE(wait_for([&] { return uct_src_test_am_dropped(b_.iface) - before == sent; }))
+        << uct_src_test_am_dropped(b_.iface) - before << "/" << sent << " dropped";
+    EXPECT_TRUE(b_.rx.empty()) << "an unregistered id reached the recording handler";
+    // remove kAmId's handler / expect its messages dropped too; registered again, delivered
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(b_.iface, kAmId, nullptr, nullptr, 0));
+    ASSERT_EQ(UCS_OK, am_short(ep_ab_, 1, &payload, sizeof(payload)));
+    ASSERT_TRUE(wait_for([&] { return uct_src_test_am_dropped(b_.iface) - before == sent + 1; }));
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(b_.iface, kAmId, record_am, &b_, 0));
+    ASSERT_EQ(UCS_OK, am_short(ep_ab_, 2, &payload, sizeof(payload)));
+    ASSERT_TRUE(wait_for([&] { return b_.rx.size() == 1; }));
+    progress_for(0.05);
+    EXPECT_EQ(1u, b_.rx.size());
+    EXPECT_EQ(sent + 1, uct_src_test_am_dropped(b_.iface) - before);
+}
+
 // UCP passes a null payload with zero length. Run in a separate process, because under UBSan
 // the memcpy(dst, NULL, 0) it can provoke aborts the program.
 TEST_F(UctSrc, am_short__null_payload_of_zero_length_accepted)

@@ -80,6 +80,17 @@ int uct_src_test_attached(uct_iface_h tl_iface)
     return ucs_derived_of(tl_iface, uct_src_iface_t)->attached;
 }
 
+unsigned long uct_src_test_am_dropped(uct_iface_h tl_iface)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    unsigned long num;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    num = iface->rx_am_dropped;
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return num;
+}
+
 unsigned uct_src_test_num_connections(uct_iface_h tl_iface)
 {
     uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);

@@ -40,6 +40,8 @@ int uct_src_test_bcopy_pool_grown(uct_iface_h iface);
 
 /* Nonzero if the iface's engine is the node agent's (UCX_SRC_MODE=agent, or auto with an agent). */
 int uct_src_test_attached(uct_iface_h iface);
+/* Received messages the iface dropped because no handler was registered for their AM id. */
+unsigned long uct_src_test_am_dropped(uct_iface_h iface);
 
 /* Connections the iface's engine holds open. */
 unsigned uct_src_test_num_connections(uct_iface_h iface);

@@ -1,10 +1,16 @@
-// Unit tests for src/wire/header.cc: check_header_placing, the receive check that places a
-// payload in the same pass as its checksum.
+// Unit tests for src/wire/header.cc: the layout against PROTOCOL.md's field table (written down
+// once, checked here), the field checks, and check_header_placing, the receive check that places
+// a payload in the same pass as its checksum.
 #include "wire/header.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace srcnic {
@@ -37,6 +43,138 @@ std::vector<uint8_t> send_datagram(uint32_t len)
     }
     return d;
 }
+
+// --- the layout, as PROTOCOL.md §2.1 writes it down ---
+
+// PROTOCOL.md of the source tree (the build passes its directory; $top_srcdir overrides).
+std::string protocol_md_path()
+{
+    const char *env = std::getenv("top_srcdir");
+    return std::string(env != nullptr ? env : SRCNIC_TOP_SRCDIR) + "/src/wire/PROTOCOL.md";
+}
+
+struct FieldRow {
+    size_t offset;   // bytes from the start of the header
+    size_t bytes;    // size of the field
+};
+
+// Every field of PacketHeader: name, offset and size as the compiler lays them out.
+#define WIRE_FIELD(_f) {#_f, FieldRow{offsetof(PacketHeader, _f), sizeof(PacketHeader::_f)}}
+const std::map<std::string, FieldRow> kStructFields = {
+    WIRE_FIELD(version),  WIRE_FIELD(opcode),      WIRE_FIELD(flags),    WIRE_FIELD(job_key),
+    WIRE_FIELD(src_nic),  WIRE_FIELD(dst_nic),     WIRE_FIELD(src_conn), WIRE_FIELD(dst_conn),
+    WIRE_FIELD(psn),      WIRE_FIELD(ack_psn),     WIRE_FIELD(sack),     WIRE_FIELD(src_qpn),
+    WIRE_FIELD(dst_qpn),  WIRE_FIELD(msg_len),     WIRE_FIELD(imm),      WIRE_FIELD(addr),
+    WIRE_FIELD(rkey),     WIRE_FIELD(req_psn),     WIRE_FIELD(payload_len),
+    WIRE_FIELD(reserved), WIRE_FIELD(crc),         WIRE_FIELD(reserved2), WIRE_FIELD(auth),
+};
+#undef WIRE_FIELD
+
+// The cells of a Markdown table row "| a | b | c |", trimmed.
+std::vector<std::string> cells(const std::string &line)
+{
+    std::vector<std::string> out;
+    std::stringstream ss(line);
+    std::string cell;
+    std::getline(ss, cell, '|');   // before the first bar
+    while (std::getline(ss, cell, '|')) {
+        const size_t b = cell.find_first_not_of(' ');
+        const size_t e = cell.find_last_not_of(' ');
+        out.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+    }
+    if (!out.empty() && out.back().empty()) {
+        out.pop_back();   // after the last bar
+    }
+    return out;
+}
+
+TEST(wire_header, layout__protocol_md_table_matches_the_struct)
+{
+    std::ifstream in(protocol_md_path());
+    ASSERT_TRUE(in) << "cannot read " << protocol_md_path();
+    std::string line;
+    bool title_checked = false;
+    // The title names the wire version.
+    while (std::getline(in, line)) {
+        if (line.rfind("# ", 0) == 0) {
+            EXPECT_NE(std::string::npos, line.find("version " + std::to_string(kWireVersion)))
+                << "PROTOCOL.md's title does not name version " << unsigned(kWireVersion) << ": " << line;
+            title_checked = true;
+            break;
+        }
+    }
+    EXPECT_TRUE(title_checked);
+    while (std::getline(in, line) && line.rfind("### 2.1", 0) != 0) {
+    }
+    ASSERT_FALSE(in.eof()) << "no section 2.1 in PROTOCOL.md";
+    // The table: a header row (offset | field | bytes | meaning), a rule, then one row a field.
+    std::vector<std::pair<std::string, FieldRow>> rows;
+    bool in_table = false;
+    while (std::getline(in, line)) {
+        if (line.rfind("|", 0) != 0) {
+            if (in_table) {
+                break;
+            }
+            continue;
+        }
+        const std::vector<std::string> c = cells(line);
+        if (!in_table) {
+            ASSERT_GE(c.size(), 3u) << line;
+            ASSERT_EQ("offset", c[0]) << line;
+            ASSERT_EQ("field", c[1]) << line;
+            ASSERT_EQ("bytes", c[2]) << line;
+            in_table = true;
+            std::getline(in, line);   // the rule
+            continue;
+        }
+        ASSERT_GE(c.size(), 3u) << line;
+        char *end;
+        const size_t offset = std::strtoul(c[0].c_str(), &end, 10);
+        ASSERT_EQ('\0', *end) << "offset of: " << line;
+        const size_t bytes = std::strtoul(c[2].c_str(), &end, 10);
+        ASSERT_EQ('\0', *end) << "size of: " << line;
+        rows.push_back({c[1], FieldRow{offset, bytes}});
+    }
+    ASSERT_EQ(kStructFields.size(), rows.size()) << "PROTOCOL.md §2.1 and PacketHeader list "
+                                                    "different numbers of fields";
+    size_t next = 0;
+    for (const auto &row : rows) {
+        const auto it = kStructFields.find(row.first);
+        ASSERT_NE(kStructFields.end(), it) << "PROTOCOL.md §2.1 names a field PacketHeader lacks: "
+                                           << row.first;
+        EXPECT_EQ(it->second.offset, row.second.offset) << row.first << ": offset";
+        EXPECT_EQ(it->second.bytes, row.second.bytes) << row.first << ": size";
+        EXPECT_EQ(next, row.second.offset) << row.first << ": the rows leave a gap or overlap";
+        next = row.second.offset + row.second.bytes;
+    }
+    EXPECT_EQ(sizeof(PacketHeader), next) << "the table does not end where the header does";
+}
+
+// --- the field checks ---
+
+TEST(wire_header, check_fields__syn_or_auth_on_a_packet_naming_a_connection_is_bad_flags)
+{
+    PacketHeader h;
+    std::memset(&h, 0, sizeof(h));
+    h.version = kWireVersion;
+    h.opcode = static_cast<uint8_t>(Opcode::kSEND);
+    h.job_key = kJobKey;
+    // dst_conn 0: SYN and a proof are what opens a connection
+    h.flags = kFlagSyn;
+    h.auth = 0x1234;
+    EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
+    // naming a connection: neither may be set
+    h.dst_conn = 0x00010001;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+    h.flags = 0;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+    h.auth = 0;
+    EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
+    h.flags = kFlagSyn;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+}
+
+// --- check_header_placing ---
 
 // Runs check_header_placing with a destination of len + 2 bytes (0xee) offered for every header
 // that reaches `where`; counts those calls.
