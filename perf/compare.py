@@ -8,7 +8,8 @@ Suites (each on loopback and across two namespace nodes of contrib/netns-testbed
           --agent-socket is given) vs UCX tcp
   ucp     ucx_perftest UCP: tag_lat, tag_bw, ucp_am_bw, stream_bw, stream_lat
           peers: UCX_TLS=src,self vs tcp,self
-  mpi     perf/mpi_bench: lat, bw, bibw (2 ranks); msgrate, alltoall, allreduce (4 ranks)
+  mpi     perf/mpi_bench: lat, bw, bibw (2 ranks); msgrate, alltoall, allreduce (4 ranks);
+          alltoall, allreduce (8 ranks)
           peers: pml ucx over src; pml ucx over UCX tcp; ob1 + tcp BTL; cm + ofi MTL over
           libfabric udp;ofi_rxd and tcp;ofi_rxm
   osu     the same MPI peers with osu-micro-benchmarks from --osu-dir (OSU_DIR), if given
@@ -346,7 +347,8 @@ class Driver:
         t = 120 if self.quick else 300
         for tests, nranks, expect in (("lat,bw,bibw", 2, ["lat", "bw", "bibw"]),
                                       ("msgrate,alltoall,allreduce", 4,
-                                       ["msgrate", "alltoall", "allreduce"])):
+                                       ["msgrate", "alltoall", "allreduce"]),
+                                      ("alltoall,allreduce", 8, ["alltoall", "allreduce"])):
             for peer in self.peers(MPI_PEERS):
                 res, why = self.mpi_bench(tests, place, peer, nranks, 2, sizes, t)
                 for test in expect:

@@ -627,13 +627,20 @@ void Agent::handle_message(Client *c)
         }
         return true;
     };
+    // The request of type T, if the message is one (else the client is dropped).
+    auto take = [&](auto *req) {
+        if (!expect(sizeof(*req))) {
+            return false;
+        }
+        std::memcpy(req, buf, sizeof(*req));
+        return true;
+    };
     switch (type) {
     case MsgType::kAttach: {
-        if (!expect(sizeof(AttachRequest))) {
+        AttachRequest req;
+        if (!take(&req)) {
             return;
         }
-        AttachRequest req;
-        std::memcpy(&req, buf, sizeof(req));
         if (c->attached) {
             close_fds(fds, nfds);
             drop_client(c, "it attached twice");
@@ -647,11 +654,10 @@ void Agent::handle_message(Client *c)
         return;
     }
     case MsgType::kQpCreate: {
-        if (!expect(sizeof(QpCreateRequest))) {
+        QpCreateRequest req;
+        if (!take(&req)) {
             return;
         }
-        QpCreateRequest req;
-        std::memcpy(&req, buf, sizeof(req));
         QpCreateReply r = {};
         r.hdr.type = static_cast<uint32_t>(MsgType::kQpCreateReply);
         r.hdr.length = sizeof(r);
@@ -674,11 +680,10 @@ void Agent::handle_message(Client *c)
         return;
     }
     case MsgType::kQpDestroy: {
-        if (!expect(sizeof(QpDestroyRequest))) {
+        QpDestroyRequest req;
+        if (!take(&req)) {
             return;
         }
-        QpDestroyRequest req;
-        std::memcpy(&req, buf, sizeof(req));
         MsgHeader r = {static_cast<uint32_t>(MsgType::kQpDestroyReply), sizeof(MsgHeader), SRCNIC_ERR_NO_ELEM, 0};
         for (auto it = c->qps.begin(); it != c->qps.end(); ++it) {
             if ((*it)->qpn() == req.qpn) {
@@ -692,11 +697,10 @@ void Agent::handle_message(Client *c)
         return;
     }
     case MsgType::kDestCreate: {
-        if (!expect(sizeof(DestCreateRequest))) {
+        DestCreateRequest req;
+        if (!take(&req)) {
             return;
         }
-        DestCreateRequest req;
-        std::memcpy(&req, buf, sizeof(req));
         DestCreateReply r = {};
         r.hdr.type = static_cast<uint32_t>(MsgType::kDestCreateReply);
         r.hdr.length = sizeof(r);
@@ -705,22 +709,20 @@ void Agent::handle_message(Client *c)
         return;
     }
     case MsgType::kDestStatus: {
-        if (!expect(sizeof(DestStatusRequest))) {
+        DestStatusRequest req;
+        if (!take(&req)) {
             return;
         }
-        DestStatusRequest req;
-        std::memcpy(&req, buf, sizeof(req));
         MsgHeader r = {static_cast<uint32_t>(MsgType::kDestStatusReply), sizeof(MsgHeader),
                        c->engine->nic->dest_status(req.dest), 0};
         reply(c, &r, sizeof(r));
         return;
     }
     case MsgType::kQpCancel: {
-        if (!expect(sizeof(QpCancelRequest))) {
+        QpCancelRequest req;
+        if (!take(&req)) {
             return;
         }
-        QpCancelRequest req;
-        std::memcpy(&req, buf, sizeof(req));
         QpCancelReply r = {};
         r.hdr.type = static_cast<uint32_t>(MsgType::kQpCancelReply);
         r.hdr.length = sizeof(r);

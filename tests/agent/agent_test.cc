@@ -153,6 +153,46 @@ srcnic_wqe_t wqe(srcnic_opcode_t op, srcnic_dest_t dest, uint64_t wr_id, const v
     return make_rdma(op, dest, wr_id, const_cast<void *>(local), len, remote_addr, rkey);
 }
 
+// The body of a process that attaches, registers len bytes (filled from seed unless it is 0)
+// with `access`, reports them and its QP (PeerInfo) and waits for a word from the test, never
+// progressing meanwhile; with check_word the region must then hold what fill(word) writes.
+std::function<std::string(const Channel &)> region_server(const srcnic_attach_config_t &config,
+                                                          size_t len, unsigned access,
+                                                          uint32_t seed, bool check_word)
+{
+    return [=](const Channel &ch) -> std::string {
+        Attached b;
+        std::string e = b.open(config);
+        if (e.empty()) {
+            e = b.serve(len, access, seed, ch);
+        }
+        if (!e.empty()) {
+            return e;
+        }
+        uint32_t word;
+        if (!ch.recv(&word, 120)) {
+            return check_word ? "no word from the test" : "";
+        }
+        return !check_word || check(b.region.data(), len, word)
+                   ? ""
+                   : "the region does not hold what was written";
+    };
+}
+
+// The process `server` serves, and a destination to its QP from a new attachment.
+std::string reach(const Child &server, const srcnic_attach_config_t &config, Attached *a,
+                  PeerInfo *p, srcnic_dest_t *dest)
+{
+    if (!server.chan().recv(p)) {
+        return "no word from the serving process";
+    }
+    std::string e = a->open(config);
+    if (e.empty() && srcnic_dest_create(a->nic, &p->addr, p->qpn, dest) != SRCNIC_OK) {
+        e = "dest_create";
+    }
+    return e;
+}
+
 class AgentTest : public ::testing::Test {
 protected:
     void SetUp() override { ASSERT_TRUE(agent_.start()) << "srcd did not start"; }
@@ -257,12 +297,10 @@ TEST_F(AgentTest, send_write_read__every_size_verified_across_processes)
         }
         return "";
     });
-    PeerInfo p;
-    ASSERT_TRUE(peer.chan().recv(&p)) << peer.join();
     Attached a;
-    ASSERT_EQ("", a.open(config));
+    PeerInfo p;
     srcnic_dest_t dest;
-    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest));
+    ASSERT_EQ("", reach(peer, config, &a, &p, &dest)) << peer.join();
     std::vector<uint8_t> out(max), in(max);
     for (size_t i = 0; i < kSizes.size() + kInline.size(); ++i) {
         const uint32_t len = i < kSizes.size() ? kSizes[i] : kInline[i - kSizes.size()];
@@ -317,27 +355,13 @@ TEST_F(AgentTest, rdma__served_while_the_target_never_progresses)
 {
     const srcnic_attach_config_t config = agent_.attach_config();
     constexpr size_t kLen = 3 << 20;
-    Child target([&](const Channel &ch) -> std::string {
-        Attached b;
-        std::string e = b.open(config);
-        if (e.empty()) {
-            e = b.serve(kLen, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, 5, ch);
-        }
-        if (!e.empty()) {
-            return e;
-        }
-        uint32_t seed;
-        if (!ch.recv(&seed, 60)) {   // blocked here, no progress, until the test is done
-            return "no word from the test";
-        }
-        return check(b.region.data(), kLen, seed) ? "" : "the region does not hold what was written";
-    });
-    PeerInfo p;
-    ASSERT_TRUE(target.chan().recv(&p)) << target.join();
+    // Blocked in read(2), no progress, until the test is done.
+    Child target(region_server(config, kLen, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE,
+                               5, true));
     Attached a;
-    ASSERT_EQ("", a.open(config));
+    PeerInfo p;
     srcnic_dest_t dest;
-    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest));
+    ASSERT_EQ("", reach(target, config, &a, &p, &dest)) << target.join();
     std::vector<uint8_t> buf(kLen);
     srcnic_status_t s;
     ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, dest, 1, buf.data(), kLen, p.region, p.rkey), &s));
@@ -355,29 +379,13 @@ TEST_F(AgentTest, rdma__served_while_the_target_never_progresses)
 TEST_F(AgentTest, rdma__an_rkey_opens_only_its_owners_memory)
 {
     const srcnic_attach_config_t config = agent_.attach_config();
-    auto serve = [&](uint32_t seed) {
-        return [&, seed](const Channel &ch) -> std::string {
-            Attached b;
-            std::string e = b.open(config);
-            if (e.empty()) {
-                e = b.serve(4096, SRCNIC_ACCESS_REMOTE_READ, seed, ch);
-            }
-            if (!e.empty()) {
-                return e;
-            }
-            uint32_t done;
-            ch.recv(&done, 60);
-            return "";
-        };
-    };
-    Child x(serve(1)), y(serve(2));
-    PeerInfo px, py;
-    ASSERT_TRUE(x.chan().recv(&px)) << x.join();
-    ASSERT_TRUE(y.chan().recv(&py)) << y.join();
+    Child x(region_server(config, 4096, SRCNIC_ACCESS_REMOTE_READ, 1, false));
+    Child y(region_server(config, 4096, SRCNIC_ACCESS_REMOTE_READ, 2, false));
     Attached a;
-    ASSERT_EQ("", a.open(config));
+    PeerInfo px, py;
     srcnic_dest_t to_x, to_y;
-    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &px.addr, px.qpn, &to_x));
+    ASSERT_EQ("", reach(x, config, &a, &px, &to_x)) << x.join();
+    ASSERT_TRUE(y.chan().recv(&py)) << y.join();
     ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &py.addr, py.qpn, &to_y));
     std::vector<uint8_t> buf(4096);
     srcnic_status_t s;
@@ -400,25 +408,12 @@ TEST_F(AgentTest, failure__client_killed_mid_transfer)
 {
     const srcnic_attach_config_t config = agent_.attach_config();
     constexpr size_t kLen = 4 << 20;
-    Child victim([&](const Channel &ch) -> std::string {
-        Attached b;
-        std::string e = b.open(config);
-        if (e.empty()) {
-            e = b.serve(kLen, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, 0, ch);
-        }
-        if (!e.empty()) {
-            return e;
-        }
-        uint32_t never;
-        ch.recv(&never, 120);
-        return "";
-    });
-    PeerInfo p;
-    ASSERT_TRUE(victim.chan().recv(&p)) << victim.join();
+    Child victim(region_server(config, kLen, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE,
+                               0, false));
     Attached a;
-    ASSERT_EQ("", a.open(config));
+    PeerInfo p;
     srcnic_dest_t dest;
-    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest));
+    ASSERT_EQ("", reach(victim, config, &a, &p, &dest)) << victim.join();
     std::vector<uint8_t> buf(kLen);
     constexpr unsigned kOps = 16;
     for (unsigned i = 0; i < kOps; ++i) {
