@@ -22,6 +22,16 @@ keep=$(LD_PRELOAD=libc.so.6 "$srcrun" --module "$scratch/stand_in.so" sh -c 'ech
 if "$srcrun" --module /nonexistent/libuct_src.so true 2>err.txt; then fail "missing module accepted"; fi
 grep -q "not found" err.txt || fail "unclear message for a missing module"
 
+# Each MPI launch draws a job key of its own, the same in every rank, unless one is set.
+keys() { run_bounded 120 "$srcrun" --module "$scratch/stand_in.so" "$MPIRUN" -np 2 sh -c 'echo "key=$UCX_SRC_JOB_KEY"' | sort -u; }
+first=$(keys); second=$(keys)
+[ "$(echo "$first" | wc -l)" -eq 1 ] || fail "ranks of one launch got different job keys: $first"
+case "$first" in key=|key=0) fail "no job key drawn: '$first'" ;; esac
+[ "$first" != "$second" ] || fail "two launches drew the same job key ($first)"
+set_key=$(UCX_SRC_JOB_KEY=7 keys)
+[ "$set_key" = "key=7" ] || fail "a job key set by the caller was replaced: '$set_key'"
+echo "job keys: one per launch ($first, $second), the caller's kept"
+
 # The MPI jobs: ranks must run on pml/ucx (OMPI_MCA_pml=ucx makes MPI_Init fail otherwise)
 # over the src transport only (plus self, and sm in one variant), on the loopback device (tests
 # send to no other address).
