@@ -199,8 +199,7 @@ void uct_src_ep_set_failed(uct_src_ep_t *ep, ucs_status_t status)
 
 static int uct_src_status_is_peer_failure(ucs_status_t status)
 {
-    return (status == UCS_ERR_ENDPOINT_TIMEOUT) || (status == UCS_ERR_CONNECTION_RESET) ||
-           (status == UCS_ERR_UNREACHABLE);
+    return (status == UCS_ERR_ENDPOINT_TIMEOUT) || (status == UCS_ERR_CONNECTION_RESET);
 }
 
 void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc,
@@ -208,6 +207,13 @@ void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc
 {
     uct_src_ep_t *ep = desc->ep;
     uct_src_flush_req_t *req;
+
+    if (ucs_unlikely(status == UCS_ERR_UNREACHABLE)) {
+        /* The peer's engine answered, but the QP behind the endpoint is gone (a process on a
+         * node agent that exited): to UCX, as to UCX's own transports, the peer reset its
+         * endpoint. */
+        status = UCS_ERR_CONNECTION_RESET;
+    }
 
     --iface->tx_outstanding;
     if (ep == NULL) {

@@ -297,8 +297,7 @@ TEST_F(UctSrcShortTimeout, ep_create__to_absent_peer_fails_only_when_used)
         ASSERT_EQ(1u, a_.errors.size());
         EXPECT_EQ(ep, a_.errors[0].ep);
         EXPECT_TRUE(a_.errors[0].status == UCS_ERR_ENDPOINT_TIMEOUT ||
-                    a_.errors[0].status == UCS_ERR_CONNECTION_RESET ||
-                    a_.errors[0].status == UCS_ERR_UNREACHABLE)
+                    a_.errors[0].status == UCS_ERR_CONNECTION_RESET)
             << ucs_status_string(a_.errors[0].status);
         a_.errors.clear();
     }
