@@ -2,7 +2,8 @@
 # Nobody outside the job gets in (PROTOCOL.md §7). Three namespace "nodes"
 # (contrib/netns-testbed.sh): a 2-rank Open MPI job over UCX_TLS=src,self runs on n1 and n2 while
 # srcnic_forge, on n3, knowing only the ranks' engine IPs and ports and what an observer of n1's
-# link captured, sends forged first packets, SENDs to every QPN 0..4096, WRITEs and READs with
+# link captured (the job key among it: it is plain text in every header), sends packets under a
+# wrong job key, forged first packets, SENDs to every QPN 0..4096, WRITEs and READs with
 # guessed rkeys, the captured packets again and a SYN flood (tests/cluster/srcnic_forge.cc).
 # Checks: the job passes; nothing came back to the attacker; each victim's counters account for
 # the forged packets by the reason they were dropped; none reached a QP or a memory region or
@@ -107,7 +108,7 @@ for t in $targets; do
     [ -n "$line" ] || { cat "$scratch/job.txt"; fail "no counters from the engine at $t"; }
     sent=$(grep "forge: sent $t " "$scratch/forge.txt")
     echo "victim $t: $line"
-    kinds="wrong_nic:DROP_WRONG_NIC"
+    kinds="wrong_job:DROP_WRONG_JOB_KEY wrong_nic:DROP_WRONG_NIC"
     # An engine the capture saw traffic to gets the whole attack; one it did not (an engine of
     # a UCP worker idle during the capture) only the guesses, which need no incarnation.
     if grep -q "forge: $t: .*incarnation seen" "$scratch/forge.txt"; then

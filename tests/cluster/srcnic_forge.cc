@@ -1,7 +1,8 @@
 // The attacker of tests/cluster/netns_attack.sh: a host that knows a victim engine's IP and port
 // but not its address (no secret). `capture` records the srcnic datagrams an interface carries
 // (what an observer on the path would keep, for replays and the identifiers they show);
-// `attack` sends the victims forged first packets, packets to every QPN 0..4096, WRITEs and
+// `attack` sends the victims packets under a wrong job key, forged first packets, packets to
+// every QPN 0..4096, WRITEs and
 // READs with guessed rkeys, the captured packets again, and a SYN flood, from its own address,
 // every loop bounded in count and time, and counts each datagram that comes back: there must be
 // none. It prints, per victim, how many packets of each kind it sent, which the victims'
@@ -53,6 +54,7 @@ Clock::time_point after(double seconds)
 constexpr double kMaxRate = 10000;
 constexpr uint32_t kMaxQpn = 4096;        // the QPN sweep covers 0..kMaxQpn
 constexpr uint32_t kGuesses = 256;        // packets with guessed incarnations, per victim
+constexpr uint32_t kWrongJob = 256;      // packets under a wrong job key, per victim
 constexpr uint32_t kRkeyGuesses = 1024;   // WRITEs and READs with guessed rkeys, per victim
 constexpr uint32_t kMaxReplays = 4000;    // captured packets sent again, per victim
 constexpr uint32_t kFlood = 20000;        // SYN flood, per victim
@@ -66,6 +68,7 @@ struct Captured {
 
 // What the attack sent one victim, by the check that must drop it.
 struct Sent {
+    uint64_t wrong_job = 0;      // a job key not the job's: DROP_WRONG_JOB_KEY
     uint64_t wrong_nic = 0;      // guessed incarnation: DROP_WRONG_NIC
     uint64_t bad_proof = 0;      // dst_conn 0, SYN, no valid proof: DROP_BAD_PROOF
     uint64_t no_conn = 0;        // dst_conn 0 without SYN: DROP_NO_CONN
@@ -200,6 +203,7 @@ public:
         h.opcode = static_cast<uint8_t>(op);
         h.flags = flags;
         h.src_nic = 0xa77ac4e500000000ull | (rng_.next() & 0xffffffff);
+        h.job_key = job_key_;
         h.dst_nic = t.incarnation;
         h.src_conn = 1 | static_cast<uint32_t>(rng_.next() & 0xffff0000u);
         h.psn = 1;
@@ -265,6 +269,10 @@ public:
     }
 
     Random &rng() { return rng_; }
+    // The job key is plain text in every header: an observer learns it, so the forged packets
+    // carry it and meet the checks behind it.
+    void set_job_key(uint32_t k) { job_key_ = k; }
+    uint32_t job_key() const { return job_key_; }
 
 private:
     // At most kMaxRate packets a second: sleeps (bounded) when ahead of that.
@@ -288,6 +296,7 @@ private:
 
     int fd_ = -1;
     Random rng_;
+    uint32_t job_key_ = 0;
     Clock::time_point end_;
     Clock::time_point start_;
     uint64_t sent_ = 0;
@@ -318,6 +327,7 @@ int attack(uint64_t seed, double seconds, const char *file, std::vector<Target> 
             PacketHeader h;
             std::memcpy(&h, c.bytes.data(), sizeof(h));
             t.incarnation = h.dst_nic;
+            a.set_job_key(h.job_key);   // one job: every engine of it has the same key
             if (h.dst_conn != 0) {
                 ids.insert(h.dst_conn);
             }
@@ -338,6 +348,14 @@ int attack(uint64_t seed, double seconds, const char *file, std::vector<Target> 
     Random &rng = a.rng();
     for (Target &t : targets) {
         Sent &s = t.sent;
+        // 0. A key not the job's, on packets otherwise as in 1: dropped on the key alone.
+        for (uint32_t i = 0; i < kWrongJob && a.in_time(); ++i) {
+            PacketHeader h = a.header(t, kAnyOp[i % 6], kFlagFirst | kFlagLast);
+            h.job_key = a.job_key() ^ static_cast<uint32_t>(1 + rng.below(0xfffffffeu));
+            h.dst_conn = static_cast<uint32_t>(rng.next());
+            a.send(t, h, 0);
+            ++s.wrong_job;
+        }
         // 1. Knowing only IP and port: guessed incarnations, every packet type, no answer may
         // come (an RST here would carry the victim's incarnation).
         const uint64_t known = t.incarnation;
@@ -439,9 +457,10 @@ int attack(uint64_t seed, double seconds, const char *file, std::vector<Target> 
     a.drain(300);   // the last answers, if any (bounded)
     for (const Target &t : targets) {
         const Sent &s = t.sent;
-        std::printf("forge: sent %s wrong_nic=%llu bad_proof=%llu no_conn=%llu wrong_gen=%llu "
+        std::printf("forge: sent %s wrong_job=%llu wrong_nic=%llu bad_proof=%llu no_conn=%llu wrong_gen=%llu "
                     "wrong_peer=%llu replayed=%llu\n", t.text.c_str(),
-                    static_cast<unsigned long long>(s.wrong_nic), static_cast<unsigned long long>(s.bad_proof),
+                    static_cast<unsigned long long>(s.wrong_job), static_cast<unsigned long long>(s.wrong_nic),
+                    static_cast<unsigned long long>(s.bad_proof),
                     static_cast<unsigned long long>(s.no_conn), static_cast<unsigned long long>(s.wrong_gen),
                     static_cast<unsigned long long>(s.wrong_peer), static_cast<unsigned long long>(s.replayed));
     }
