@@ -28,6 +28,29 @@ struct Owner;
 // PSNs are compared circularly (32-bit serial arithmetic).
 inline bool psn_before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 
+// How the transmit half is recovering lost packets (PROTOCOL.md §5.5), one state at a time:
+//   kNone         no loss suspected (fast retransmits from SACKs need no state);
+//   kProbe        a tail-loss probe went out and no ack has advanced since (an ack that
+//                 advances answers it: one later packet reported then shows a hole);
+//   kTimeout      the RTO fired: the oldest unreported packet was resent, and each partial ack
+//                 resends twice what it acknowledged, until recover_psn is acknowledged or an
+//                 ack shows the first transmissions arrived (the timeout was spurious);
+//   kTimeoutHole  the same, after the peer had reported a hole (a timeout that ends the same
+//                 way repaired a real loss: not spurious).
+// A timeout supersedes an unanswered probe; no probe goes during a timeout's recovery.
+enum class Recovery : uint8_t { kNone, kProbe, kTimeout, kTimeoutHole };
+
+inline const char *to_string(Recovery r)
+{
+    switch (r) {
+    case Recovery::kNone: return "none";
+    case Recovery::kProbe: return "probe";
+    case Recovery::kTimeout: return "timeout";
+    case Recovery::kTimeoutHole: return "timeout-hole";
+    }
+    return "?";
+}
+
 // A message on a connection's transmit FIFO: a request taken from a QP, or an answer created
 // by the responder. Preallocated in the NIC's pool (srcnic_config_t.max_inflight).
 struct TxMsg {
@@ -121,9 +144,8 @@ struct alignas(64) Connection {
     uint32_t acked_psn = 1;        // oldest PSN not acknowledged
     uint32_t resend_psn = 1;       // next PSN to retransmit while < send_psn
     uint32_t resend_end = 1;       // end (exclusive) of the current retransmission run
-    bool recovering = false;       // after a timeout, until recover_psn is acknowledged
-    bool recover_hole = false;     //   the peer had reported packets past a hole before it
-    uint32_t recover_psn = 0;      //   send_psn when the timeout fired
+    Recovery recovery = Recovery::kNone;
+    uint32_t recover_psn = 0;      // kTimeout*: send_psn when the timeout fired
     uint32_t recover_resent = 0;   //   PSNs before it were resent during the recovery
     uint64_t peer_sack = 0;        // receiver's newest selective-ack bitmap ...
     uint32_t sack_base = 1;        //   ... of the PSNs after its cumulative ack, this one
@@ -144,7 +166,6 @@ struct alignas(64) Connection {
     uint64_t fast_rtx_ns = 0;      // last fast retransmit from the cumulative ack, to pace them
     uint32_t fast_rtx_end = 0;     // end (exclusive) of the holes fast-retransmitted so far
     uint64_t probe_deadline_ns = 0; // tail-loss probe when reached (PROTOCOL.md 5.5); 0 = none
-    bool probe_out = false;        // a probe went out and no ack has advanced since
     uint32_t err_answers_unsent = 0; // error answers not yet transmitted (they hold acks back)
     bool has_deferred_ack = false; // an ACK arrived before the reverse packets it follows
     uint32_t deferred_pos = 0;     //   its stream position
@@ -189,6 +210,10 @@ struct alignas(64) Connection {
     uint32_t retransmits = 0;      // packets sent again (wraps)
 
     bool unacked() const { return acked_psn != send_psn; }
+    bool in_timeout_recovery() const
+    {
+        return recovery == Recovery::kTimeout || recovery == Recovery::kTimeoutHole;
+    }
     // A new packet may go: within the window, the short window and the full window.
     bool window_open() const
     {

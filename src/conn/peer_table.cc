@@ -144,11 +144,13 @@ std::string Nic::peers_json() const
         std::snprintf(buf, sizeof(buf),
                       "%s{\"id\":%u,\"peer\":\"%s\",\"incarnation\":\"%" PRIx64
                       "\",\"window\":%u,\"srtt_us\":%u,\"rto_us\":%u,\"unacked\":%u,"
+                      "\"recovery\":\"%s\","
                       "\"tx_packets\":%u,\"tx_bytes\":%" PRIu64 ",\"rx_packets\":%u,"
                       "\"rx_bytes\":%" PRIu64 ",\"retransmits\":%u}",
                       j.size() > 1 ? "," : "", c.id, c.peer_addr.to_string().c_str(), c.peer_nic,
-                      c.window, c.srtt_us, c.rto_us, c.send_psn - c.acked_psn, c.tx_packets,
-                      c.tx_bytes, c.rx_packets, c.rx_bytes, c.retransmits);
+                      c.window, c.srtt_us, c.rto_us, c.send_psn - c.acked_psn,
+                      to_string(c.recovery), c.tx_packets, c.tx_bytes, c.rx_packets, c.rx_bytes,
+                      c.retransmits);
         j += buf;
     }
     return j + "]";

@@ -1,5 +1,9 @@
-// Completer: handles answers to this NIC's requests (READ responses placed into the READ's
-// scatter list, error answers recorded on the request) and completes requests in order.
+// Completer: everything that comes back for this NIC's own requests. Answers (READ responses
+// placed into the READ's scatter list, error answers recorded on the request); acknowledgements
+// (window release, RTT samples, the failure timers' progress, SACK and fast retransmit, the
+// end of a timeout's recovery); RNR NAKs (back-off); and completion of requests in order. Its
+// feedback to the requester and the tx scheduler is connection state (acked, resend range,
+// timers) plus activation of the connection, never a call into their logic.
 #include "nic/nic.h"
 
 #include <algorithm>
@@ -40,6 +44,12 @@ uint8_t *read_piece(const TxMsg &m, uint32_t offset, uint32_t len)
     return nullptr;
 }
 
+// Whether READ m's answer is still to be placed: not cancelled, its QP still there.
+bool read_wanted(const TxMsg &m)
+{
+    return !m.cancelled && m.qp != nullptr;
+}
+
 // Whether READ_RESP segment h answers READ m where its bytes are due next.
 bool read_resp_fits(const TxMsg &m, const PacketHeader &h)
 {
@@ -64,9 +74,9 @@ TxMsg *Nic::find_request(const Connection *c, uint32_t req_psn) const
 
 uint8_t *Nic::read_target(const Connection *c, const PacketHeader &h) const
 {
-    // The checks complete_answer makes before it places a READ_RESP segment, in its order.
+    // complete_answer's checks, where the READ_RESP segment would be placed.
     const TxMsg *m = find_request(c, h.req_psn);
-    if (m == nullptr || !read_resp_fits(*m, h) || m->cancelled || m->qp == nullptr) {
+    if (m == nullptr || !read_resp_fits(*m, h) || !read_wanted(*m)) {
         return nullptr;
     }
     return read_piece(*m, static_cast<uint32_t>(m->offset + h.addr), h.payload_len);
@@ -93,10 +103,10 @@ void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *p
         count(SRCNIC_CNT_DROP_BAD_RESPONSE);
         return;
     }
-    if (!m->cancelled && m->qp != nullptr && placed != nullptr && h.payload_len != 0 &&
+    if (read_wanted(*m) && placed != nullptr && h.payload_len != 0 &&
         placed == read_piece(*m, static_cast<uint32_t>(m->offset + h.addr), h.payload_len)) {
         count(SRCNIC_CNT_PLACED_WHILE_CHECKED);   // copied as its CRC was checked
-    } else if (!m->cancelled && m->qp != nullptr) {
+    } else if (read_wanted(*m)) {
         AddrSpace &space = m->qp->owner()->space;
         uint32_t offset = static_cast<uint32_t>(m->offset + h.addr);   // (in its WQE's scatter list)
         uint32_t left = h.payload_len;
@@ -120,6 +130,239 @@ void Nic::complete_answer(Connection *c, const PacketHeader &h, const uint8_t *p
         m->answered = true;
         complete_in_order(c);
     }
+}
+
+void Nic::complete_control(Connection *c, const PacketHeader &h)
+{
+    switch (static_cast<Opcode>(h.opcode)) {
+    case Opcode::kACK:
+        note_sack(c, h);
+        if (!psn_before(c->expected_psn, h.psn)) {
+            apply_ack(c, h.ack_psn);
+        } else if (!c->has_deferred_ack || !psn_before(h.ack_psn, c->deferred_ack)) {
+            // Reverse packets sent before this ack are still missing: apply it after them.
+            c->has_deferred_ack = true;
+            c->deferred_pos = h.psn;
+            c->deferred_ack = h.ack_psn;
+        }
+        break;
+    case Opcode::kNAK:
+        if (h.imm == static_cast<uint32_t>(NakReason::kRnr) && psn_before(h.psn, c->send_psn) &&
+            !psn_before(h.psn, c->acked_psn)) {
+            count(SRCNIC_CNT_RNR_RECEIVED);
+            const uint64_t now = this->now();
+            c->rnr_until_ns = now + static_cast<uint64_t>(c->rnr_delay_us) * kNsPerUs;
+            c->rnr_delay_us = std::min(c->rnr_delay_us * 2, std::max(config_.rnr_delay_us, 10000u));
+            start_resend(c, h.psn, c->send_psn);
+            c->progress_ns = now;   // the peer is alive, only busy
+            c->retries = 0;
+            c->rto_deadline_ns = 0;
+            activate(c);
+        } else {
+            count(SRCNIC_CNT_DROP_BAD_RESPONSE);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+SRCNIC_HOT void Nic::apply_ack(Connection *c, uint32_t ack_psn)
+{
+    if (!psn_before(c->acked_psn, ack_psn)) {
+        return;
+    }
+    if (psn_before(c->send_psn, ack_psn)) {
+        count(SRCNIC_CNT_DROP_BAD_RESPONSE);   // acknowledges what was never sent
+        return;
+    }
+    const uint64_t now = this->now();
+    c->acked_psn = ack_psn;
+    if (psn_before(c->resend_psn, ack_psn)) {
+        c->resend_psn = ack_psn;
+    }
+
+    c->retries = 0;
+    c->rto_us = std::min(std::max(config_.rto_us, c->srtt_us + 4 * c->rttvar_us), config_.rto_max_us);
+    c->rnr_delay_us = config_.rnr_delay_us;
+    c->progress_ns = now;
+    c->rto_deadline_ns = c->unacked() ? now + static_cast<uint64_t>(c->rto_us) * kNsPerUs : 0;
+    for (TxMsg *m = c->head; m != nullptr && !psn_before(ack_psn, m->psn_end()); m = m->next) {
+        if (!m->acked && m->short_tail(c->seg_payload)) {
+            --c->short_inflight;
+        }
+        m->acked = true;
+    }
+    complete_in_order(c);
+    // The window moved: data waiting for it goes now.
+    if (psn_before(c->send_psn, c->next_psn)) {
+        activate_now(c);
+    } else {
+        activate(c);
+    }
+}
+
+SRCNIC_HOT void Nic::note_sack(Connection *c, const PacketHeader &h)
+{
+    // What the peer has received is known from the newest ack it sent, whether or not that
+    // ack may complete anything yet (§5.4 orders completions, not retransmissions): packets
+    // it holds are never retransmitted, so a probe always carries something it lacks.
+    if (psn_before(h.ack_psn, c->sack_base) || psn_before(c->send_psn, h.ack_psn)) {
+        return;   // older than what we know, or acknowledges what was never sent
+    }
+    const uint32_t advanced = h.ack_psn - c->sack_base;
+    c->sack_base = h.ack_psn;
+    c->peer_sack = h.sack;
+    const bool probing = c->recovery == Recovery::kProbe;   // this ack may answer it
+    // The round trip of the timed packet ends when the peer first reports it, cumulatively or
+    // selectively: an ack held back by an earlier hole (or by §5.4) would add the repair time.
+    uint64_t now = 0;   // read once, when needed
+    if (c->rtt_timing && c->peer_holds(c->rtt_psn)) {
+        now = this->now();
+        rtt_sample(c, now);
+    }
+    if (advanced != 0) {
+        // The peer is alive and receiving: that is progress for the failure timers, even if
+        // the ack cannot complete anything yet.
+        if (now == 0) {
+            now = this->now();
+        }
+        c->retries = 0;
+        c->progress_ns = now;
+        if (c->unacked()) {
+            c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
+        }
+        if (c->in_timeout_recovery()) {
+            if (!psn_before(h.ack_psn, c->recover_psn)) {
+                set_recovery(c, Recovery::kNone);
+            } else if (psn_before(c->recover_resent, h.ack_psn) && h.sack == 0) {
+                // The peer acknowledged a packet the recovery never resent and holds nothing
+                // out of order: the first transmissions arrived. Resending what follows would
+                // duplicate packets waiting in its socket; a lost tail is left to the probe and
+                // the timer. The timeout was spurious (a peer slow to answer, a thread off its
+                // CPU for a few ms) unless the peer had reported a hole before it, which the
+                // timeout then repaired. An ack that shows holes keeps the recovery going:
+                // under heavy loss, resending ahead of them repairs the flight fastest.
+                if (c->recovery == Recovery::kTimeout) {
+                    count(SRCNIC_CNT_SPURIOUS_TIMEOUTS);
+                }
+                set_recovery(c, Recovery::kNone);
+            } else {
+                // Partial ack of the packets resent so far: what follows was probably lost too.
+                const uint32_t end = h.ack_psn + std::min(2 * advanced, c->window);
+                start_resend(c, h.ack_psn, end);
+                c->recover_resent = end;
+            }
+        }
+        // The probe timer restarts here, where every ack is seen first (apply_ack may come
+        // later, §5.4): none if this ack covers everything sent.
+        if (c->recovery == Recovery::kProbe) {
+            set_recovery(c, Recovery::kNone);
+        }
+        if (psn_before(h.ack_psn, c->send_psn)) {
+            arm_probe(c, now);
+        } else {
+            c->probe_deadline_ns = 0;
+        }
+    }
+    // A gap at the receiver with later packets already there: retransmit the holes up to the
+    // highest PSN it holds now rather than at the timeout. Two later packets tell a gap from
+    // reordering; after a tail-loss probe, two round trips of silence already have, and one
+    // suffices (the probe's answer is used once). Holes already resent are resent again at
+    // most once per quarter timeout (their copies may still be on the way); holes beyond them
+    // are new losses and go at once.
+    if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) &&
+        (probing || __builtin_popcountll(h.sack) >= 2)) {
+        if (now == 0) {
+            now = this->now();
+        }
+        const uint32_t highest = h.ack_psn + 1 + (63 - __builtin_clzll(h.sack));
+        uint32_t from = h.ack_psn;
+        if (!probing && now - c->fast_rtx_ns < static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4 &&
+            psn_before(from, c->fast_rtx_end)) {
+            from = c->fast_rtx_end;
+        }
+        if (psn_before(from, highest)) {
+            if (from == h.ack_psn) {
+                c->fast_rtx_ns = now;
+            }
+            c->fast_rtx_end = highest;
+            if (c->recovery == Recovery::kProbe) {
+                set_recovery(c, Recovery::kNone);
+            }
+            start_resend(c, from, highest);
+            count(SRCNIC_CNT_FAST_RETRANSMITS);
+        }
+    }
+}
+
+void Nic::rtt_sample(Connection *c, uint64_t now)
+{
+    // RFC 6298: srtt, rttvar; rto = srtt + 4 rttvar, no lower than the configured rto_us, is
+    // set by apply_ack.
+    c->rtt_timing = false;
+    const uint32_t sample = static_cast<uint32_t>(std::min<uint64_t>((now - c->rtt_start_ns) / kNsPerUs, 1u << 30));
+    if (c->srtt_us == 0) {
+        c->srtt_us = std::max(sample, 1u);
+        c->rttvar_us = sample / 2;
+    } else {
+        const uint32_t err = sample > c->srtt_us ? sample - c->srtt_us : c->srtt_us - sample;
+        c->rttvar_us = (3 * c->rttvar_us + err) / 4;
+        c->srtt_us = (7 * c->srtt_us + sample) / 8;
+    }
+}
+
+SRCNIC_HOT void Nic::complete_in_order(Connection *c)
+{
+    flush_writes();   // a READ's answer lands before its completion says so
+    while (c->head != nullptr) {
+        TxMsg *m = c->head;
+        if (!m->acked) {
+            break;
+        }
+        if (m->kind == TxMsg::Kind::kRequest) {
+            const bool is_read = m->opcode == static_cast<uint8_t>(Opcode::kREAD_REQ);
+            if (is_read && !m->answered && !m->cancelled) {
+                break;
+            }
+            if (!m->cancelled && m->qp != nullptr) {
+                complete_request(c, m);
+            }
+        }
+        c->head = m->next;
+        if (c->head == nullptr) {
+            c->tail = nullptr;
+        }
+        msg_free(m);
+    }
+}
+
+void Nic::complete_request(Connection *c, TxMsg *m)
+{
+    if (!m->more) {
+        m->qp->complete(make_cqe(m->wqe.wr_id, m->status, m->wqe.opcode,
+                                 static_cast<uint32_t>(m->offset + m->length)));
+        return;
+    }
+    if (m->status == SRCNIC_OK) {
+        return;
+    }
+    // A chunk failed: its WQE completes with that, from its next chunk (on the same connection,
+    // after it) or, not handed out yet, from the cursor.
+    for (TxMsg *n = m->next; n != nullptr; n = n->next) {
+        if (n->kind == TxMsg::Kind::kRequest && n->qp == m->qp && n->wqe.wr_id == m->wqe.wr_id &&
+            n->offset == m->offset + m->length) {
+            if (n->status == SRCNIC_OK) {
+                n->status = m->status;
+            }
+            return;
+        }
+    }
+    ChunkCursor &k = m->qp->cursor();
+    if (k.active && k.status == SRCNIC_OK) {
+        k.status = m->status;
+    }
+    (void)c;
 }
 
 } // namespace srcnic

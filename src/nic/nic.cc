@@ -2,6 +2,7 @@
 // loop that runs the stages in order (with rx_poll, which takes datagrams from the link for the
 // rx demux), and event-fd arming.
 #include "nic/nic.h"
+#include "nic/rx_poll.h"
 
 #include "core/clock.h"
 #include "core/nic_config.h"
@@ -212,85 +213,6 @@ SRCNIC_HOT unsigned Nic::transmit()
     return n;
 }
 
-void Nic::reclaim_reorder_buffers()
-{
-    // Out-of-order packets hold buffers; when they starve reception, the newest of them (the
-    // farthest from delivery) are given back until a receive burst fits, so the in-order
-    // packets that unblock everything can arrive. Their senders retransmit them: the
-    // acknowledgements no longer report them.
-    for (Connection *c : active_) {
-        if (c->state != ConnState::kOpen) {
-            continue;
-        }
-        for (uint32_t ahead = c->window - 1; ahead != 0 && c->reorder_count != 0; --ahead) {
-            int32_t &slot = c->reorder[(c->expected_psn + ahead) % c->window];
-            if (slot < 0) {
-                continue;
-            }
-            buf_free(slot);
-            slot = -1;
-            --c->reorder_count;
-            count(SRCNIC_CNT_DROP_NO_BUFFER);
-            if (rx_posted_ + free_bufs_.size() >= kRxBurst) {
-                return;
-            }
-        }
-    }
-}
-
-// The receive half of progress(): defined here, always inlined into it. A receive system call
-// leaves the CPU's return predictions wrong, so each frame between the call and the code that
-// handles its datagram costs a mispredicted return, about 8 ns here
-// (perf/results/2026-11-22-engine/NOTES.md).
-__attribute__((always_inline)) inline unsigned Nic::rx_poll()
-{
-    unsigned self = 0;
-    if (!self_rx_.empty()) {
-        // What this NIC sent itself, oldest first; what handling them sends itself waits for
-        // the next call.
-        self_rx_work_.swap(self_rx_);
-        for (const SelfDatagram &d : self_rx_work_) {
-            count(SRCNIC_CNT_RX_PACKETS);
-            count(SRCNIC_CNT_RX_BYTES, d.len);
-            rx_datagram(d.buf, buf_data(d.buf), d.len, self_addr_, false);
-        }
-        self = static_cast<unsigned>(self_rx_work_.size());
-        self_rx_work_.clear();
-        flush_writes();
-    }
-    if (rx_posted_ + free_bufs_.size() < kRxBurst) {
-        reclaim_reorder_buffers();
-    }
-    while (rx_posted_ < kRxBurst && !free_bufs_.empty()) {
-        const int32_t b = buf_alloc();
-        rx_bufs_[rx_posted_] = b;
-        rx_slots_[rx_posted_].buf = buf_data(b);
-        rx_slots_[rx_posted_].capacity = rx_buf_size_;
-        rx_slots_[rx_posted_].borrow = true;   // the stack reads it where the link has it
-        ++rx_posted_;
-    }
-    const uint32_t got = rx_posted_ != 0 ? link_rx(rx_slots_, rx_posted_) : 0;
-    if (got == 0) {
-        return self;
-    }
-    // The link filled slots [0, got): their buffers go up the stack (each is freed by whoever
-    // finishes with it); empty slots from the end take their places (empty slots are all
-    // alike, so their order does not matter and a single datagram moves one slot).
-    for (uint32_t i = 0; i < got; ++i) {
-        count(SRCNIC_CNT_RX_PACKETS);
-        count(SRCNIC_CNT_RX_BYTES, rx_slots_[i].len);
-        rx_datagram(rx_bufs_[i], rx_slots_[i].data, rx_slots_[i].len, rx_slots_[i].src);
-    }
-    const uint32_t moved = std::min(got, rx_posted_ - got);
-    for (uint32_t i = 0; i < moved; ++i) {
-        rx_slots_[i] = rx_slots_[rx_posted_ - 1 - i];
-        rx_bufs_[i] = rx_bufs_[rx_posted_ - 1 - i];
-    }
-    rx_posted_ -= got;
-    flush_writes();   // before the acknowledgements of what the burst placed go out
-    return got + self;
-}
-
 SRCNIC_HOT unsigned Nic::progress()
 {
     // A waiter that was woken (or never slept) no longer needs the link to announce arrivals;
@@ -345,34 +267,8 @@ srcnic_status_t Nic::arm()
         }
     }
     uint64_t deadline = 0;
-    for (const Connection *c : active_) {
-        if (c->state != ConnState::kOpen) {
-            continue;
-        }
-        const bool can_send = psn_before(c->send_psn, c->next_psn) && c->window_open();
-        const bool resend = psn_before(c->resend_psn, c->send_psn);
-        if ((can_send || resend) && c->rnr_until_ns == 0) {
-            return SRCNIC_ERR_BUSY;
-        }
-        uint64_t next = c->rto_deadline_ns;
-        if (c->probe_deadline_ns != 0 && (next == 0 || c->probe_deadline_ns < next)) {
-            next = c->probe_deadline_ns;
-        }
-        if (c->rnr_until_ns != 0 && (next == 0 || c->rnr_until_ns < next)) {
-            next = c->rnr_until_ns;
-        }
-        if (c->ack_pending && (c->ack_now || c->ack_next)) {
-            return SRCNIC_ERR_BUSY;
-        }
-        if (c->ack_pending) {
-            const uint64_t ack_at = c->ack_since_ns + kAckDelayNs;
-            if (next == 0 || ack_at < next) {
-                next = ack_at;
-            }
-        }
-        if (next != 0 && (deadline == 0 || next < deadline)) {
-            deadline = next;
-        }
+    if (!tx_idle_until(&deadline)) {
+        return SRCNIC_ERR_BUSY;
     }
     struct itimerspec its = {};
     if (deadline != 0) {

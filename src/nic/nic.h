@@ -5,14 +5,15 @@
 //   TX: QP send rings --requester--> connection FIFOs --tx scheduler--> link.tx_burst
 //   RX: link.rx_burst --rx demux--> responder (requests) / completer (answers, acks)
 //
-// Each stage is a file of its own (requester.cc, tx_scheduler.cc, rx_demux.cc, responder.cc,
-// completer.cc); stages hand work to each other only through connection state and the
-// connection's place on the active list, never by calling into each other's logic.
+// Each stage is a file of its own (requester.cc, tx_scheduler.cc, rx_demux.cc with rx_poll.h,
+// responder.cc, completer.cc); stages hand work to each other only through connection state
+// and the connection's place on the active list, never by calling into each other's logic.
 #ifndef SRCNIC_NIC_NIC_H
 #define SRCNIC_NIC_NIC_H
 
 #include "conn/connection.h"
 #include "core/clock.h"
+#include "core/log.h"
 #include "core/secure_random.h"
 #include "link/link.h"
 #include "link/udp_link.h"
@@ -243,11 +244,6 @@ private:
     // Hands the next chunk of qp's cursor to its connection if the connection is ready for it;
     // completes the WQE when its connection is gone.
     void take_chunk(QpContext *qp);
-    // Completes request m's WQE (m is on connection c): with m's status when m is its last (or
-    // only) message; an earlier chunk only passes a failure on to the next chunk, or to the
-    // cursor if that is not handed out yet.
-    void complete_request(Connection *c, TxMsg *m);
-    void complete_in_order(Connection *c);
     TxMsg *msg_alloc();
     void msg_free(TxMsg *m);
     void msg_append(Connection *c, TxMsg *m);
@@ -291,9 +287,13 @@ private:
     void send_probe(Connection *c);
     void start_resend(Connection *c, uint32_t from, uint32_t end);
     void arm_timer();
+    // Whether the connections are idle: none has something to send now (data or a resend its
+    // window lets go, an acknowledgement owed at once). If so, *deadline: the earliest of
+    // their timers (RTO, probe, RNR back-off, delayed ack), 0 for none (arm()).
+    bool tx_idle_until(uint64_t *deadline) const;
 
     // --- rx demux (rx_demux.cc): link -> stages ---
-    // Takes datagrams from the link (inline: defined and used only in nic.cc, see there).
+    // Takes datagrams from the link (inline: defined in rx_poll.h, used only in nic.cc).
     inline unsigned rx_poll();
     // The time, for protocol timers and RTT samples, which need microseconds, not the
     // nanoseconds a fresh read costs per use (see FreshClock).
@@ -308,7 +308,20 @@ private:
                       const PacketHeader &h, const uint8_t *placed);
     void rx_deliver(Connection *c, int32_t buf, const uint8_t *data, const PacketHeader &h,
                     const uint8_t *placed = nullptr);
-    void rx_control(Connection *c, const PacketHeader &h);
+    // The checks of the rx demux, each written once for rx_datagram and for place_target:
+    // The open connection packet h from src names (dst_conn != 0), if h is bound to it: the
+    // id (generation included), the address and the incarnation it was opened with (§7.2).
+    Connection *named_conn(const PacketHeader &h, const LinkAddr &src)
+    {
+        Connection *c = conn_by_id(h.dst_conn);
+        return c != nullptr && c->peer_addr == src && c->peer_nic == h.src_nic ? c : nullptr;
+    }
+    // h comes from c's peer connection (an RST carries none): the id c learned, or (not
+    // learned yet) any.
+    static bool from_peer_conn(const Connection &c, const PacketHeader &h)
+    {
+        return c.peer_conn != 0 ? c.peer_conn == h.src_conn : h.src_conn != 0;
+    }
     // A packet whose dst_conn names no open connection (DROP_WRONG_GEN): answered with RST only
     // if its sender is the peer of the slot's open or last connection (PROTOCOL.md §7.3).
     void reject_unknown_id(const PacketHeader &h, const LinkAddr &src);
@@ -317,9 +330,6 @@ private:
     // of the open connection it names, placed at once by the stage that handles it
     // (send_target, read_target); nullptr for anything else. Changes nothing.
     uint8_t *place_target(const PacketHeader &h, const LinkAddr &src);
-    void apply_ack(Connection *c, uint32_t ack_psn);
-    void note_sack(Connection *c, const PacketHeader &h);
-    void rtt_sample(Connection *c, uint64_t now);
     uint64_t rx_sack(const Connection *c) const;
     int32_t buf_alloc();
     void reclaim_reorder_buffers();
@@ -335,6 +345,21 @@ private:
     // Where respond_send will place the payload of SEND segment h, the next packet of c, found
     // without changing anything; nullptr if it will not (refused, inconsistent, out of turn).
     uint8_t *send_target(const Connection *c, const PacketHeader &h);
+    // The checks of the responder, each written once for respond and for send_target:
+    // What the first segment of SEND h meets: OK (*qp_p and *rwqe: the QP and the receive it
+    // takes), UNREACHABLE (no such QP for its sender), NO_RESOURCE (receiver not ready: no
+    // receive posted or no room for a completion) or MESSAGE_TRUNCATED (the receive is shorter).
+    srcnic_status_t send_first(const PacketHeader &h, QpContext **qp_p, srcnic_recv_wqe_t *rwqe) const;
+    // A later segment h continues the message being received.
+    static bool continues(const Connection::Inbound &in, const PacketHeader &h)
+    {
+        return in.active && in.opcode == h.opcode;
+    }
+    // Segment h is where a message of `length` bytes, `offset` of them received, goes on.
+    static bool segment_fits(uint32_t offset, uint32_t length, const PacketHeader &h)
+    {
+        return h.addr == offset && h.payload_len <= length - offset && h.msg_len == length;
+    }
     bool respond_write(Connection *c, const PacketHeader &h, const uint8_t *payload);
     bool respond_read(Connection *c, const PacketHeader &h);
     bool answer_error(Connection *c, const PacketHeader &h, srcnic_status_t status);
@@ -348,7 +373,31 @@ private:
     bool refuse_rest(Connection *c, const PacketHeader &h, srcnic_status_t status);
     void abort_inbound(Connection *c, srcnic_status_t status);
 
-    // --- completer (completer.cc): answers to our requests ---
+    // --- completer (completer.cc): answers to our requests, acknowledgements, completion ---
+    // An ACK or NAK (RST is the demux's: it ends the connection).
+    void complete_control(Connection *c, const PacketHeader &h);
+    // The peer has every packet before ack_psn: requests up to it are acknowledged (window
+    // released, timers restarted) and complete in order.
+    void apply_ack(Connection *c, uint32_t ack_psn);
+    // What the newest ack reports (cumulative and selective): RTT sample, progress for the
+    // failure timers, the end or the next step of a timeout's recovery, fast retransmit.
+    void note_sack(Connection *c, const PacketHeader &h);
+    void rtt_sample(Connection *c, uint64_t now);
+    // Moves c's loss recovery to r (traced).
+    void set_recovery(Connection *c, Recovery r)
+    {
+        if (log_enabled(LogLevel::kTrace)) {
+            SRCNIC_LOG_TRACE("connection %u recovery %s -> %s (acked %u send %u)", c->id,
+                             to_string(c->recovery), to_string(r), c->acked_psn, c->send_psn);
+        }
+        c->recovery = r;
+    }
+    // Completes c's requests from its head while they are acknowledged (and, READs, answered).
+    void complete_in_order(Connection *c);
+    // Completes request m's WQE (m is on connection c): with m's status when m is its last (or
+    // only) message; an earlier chunk only passes a failure on to the next chunk, or to the
+    // cursor if that is not handed out yet.
+    void complete_request(Connection *c, TxMsg *m);
     // placed: as for rx_deliver.
     void complete_answer(Connection *c, const PacketHeader &h, const uint8_t *payload,
                          const uint8_t *placed);

@@ -1,6 +1,6 @@
 // Requester: takes WQEs from the QPs' send rings, gives each the connection cached in its
 // destination (no lookup: the id indexes the peer table) and a PSN range, and appends it to
-// that connection's FIFO. Completes requests in order per connection.
+// that connection's FIFO (in chunks for large WRITEs and READs). The completer completes them.
 #include "nic/nic.h"
 
 #include "core/clock.h"
@@ -196,59 +196,6 @@ void Nic::take_chunk(QpContext *qp)
     k.next += chunk;
     if (!m->more) {
         k.active = false;
-    }
-}
-
-void Nic::complete_request(Connection *c, TxMsg *m)
-{
-    if (!m->more) {
-        m->qp->complete(make_cqe(m->wqe.wr_id, m->status, m->wqe.opcode,
-                                 static_cast<uint32_t>(m->offset + m->length)));
-        return;
-    }
-    if (m->status == SRCNIC_OK) {
-        return;
-    }
-    // A chunk failed: its WQE completes with that, from its next chunk (on the same connection,
-    // after it) or, not handed out yet, from the cursor.
-    for (TxMsg *n = m->next; n != nullptr; n = n->next) {
-        if (n->kind == TxMsg::Kind::kRequest && n->qp == m->qp && n->wqe.wr_id == m->wqe.wr_id &&
-            n->offset == m->offset + m->length) {
-            if (n->status == SRCNIC_OK) {
-                n->status = m->status;
-            }
-            return;
-        }
-    }
-    ChunkCursor &k = m->qp->cursor();
-    if (k.active && k.status == SRCNIC_OK) {
-        k.status = m->status;
-    }
-    (void)c;
-}
-
-SRCNIC_HOT void Nic::complete_in_order(Connection *c)
-{
-    flush_writes();   // a READ's answer lands before its completion says so
-    while (c->head != nullptr) {
-        TxMsg *m = c->head;
-        if (!m->acked) {
-            break;
-        }
-        if (m->kind == TxMsg::Kind::kRequest) {
-            const bool is_read = m->opcode == static_cast<uint8_t>(Opcode::kREAD_REQ);
-            if (is_read && !m->answered && !m->cancelled) {
-                break;
-            }
-            if (!m->cancelled && m->qp != nullptr) {
-                complete_request(c, m);
-            }
-        }
-        c->head = m->next;
-        if (c->head == nullptr) {
-            c->tail = nullptr;
-        }
-        msg_free(m);
     }
 }
 

@@ -10,6 +10,20 @@
 
 namespace srcnic {
 
+srcnic_status_t Nic::send_first(const PacketHeader &h, QpContext **qp_p,
+                                srcnic_recv_wqe_t *rwqe) const
+{
+    QpContext *qp = request_qp(h);
+    *qp_p = qp;
+    if (qp == nullptr) {
+        return SRCNIC_ERR_UNREACHABLE;
+    }
+    if (!qp->can_take() || !qp->rq().peek(rwqe)) {
+        return SRCNIC_ERR_NO_RESOURCE;
+    }
+    return h.msg_len > rwqe->length ? SRCNIC_ERR_MESSAGE_TRUNCATED : SRCNIC_OK;
+}
+
 SRCNIC_HOT bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t *payload,
                              const uint8_t *placed)
 {
@@ -25,7 +39,7 @@ SRCNIC_HOT bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t
         if (in.active) {
             abort_inbound(c, SRCNIC_ERR_CANCELED);   // a message never finished: the sender is broken
         }
-    } else if (!in.active || in.opcode != h.opcode) {
+    } else if (!continues(in, h)) {
         count(SRCNIC_CNT_DROP_BAD_RESPONSE);          // a middle segment without its first
         return true;
     } else if (in.discard) {
@@ -53,23 +67,19 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
 {
     Connection::Inbound &in = c->inbound;
     if (h.flags & kFlagFirst) {
-        QpContext *qp = request_qp(h);
-        srcnic_status_t refuse = SRCNIC_OK;
+        QpContext *qp;
         srcnic_recv_wqe_t rwqe;
-        if (qp == nullptr) {
-            refuse = SRCNIC_ERR_UNREACHABLE;
-        } else if (!qp->can_take() || !qp->rq().peek(&rwqe)) {
+        const srcnic_status_t verdict = send_first(h, &qp, &rwqe);
+        if (verdict == SRCNIC_ERR_NO_RESOURCE) {
             // No buffer posted, or no room for its completion until the host polls.
             count(SRCNIC_CNT_RNR_SENT);
             tx_control(c, Opcode::kNAK, h.psn, static_cast<uint32_t>(NakReason::kRnr));
             return false;
-        } else if (h.msg_len > rwqe.length) {
-            refuse = SRCNIC_ERR_MESSAGE_TRUNCATED;
         }
-        if (refuse != SRCNIC_OK) {
-            return refuse_message(c, h, refuse, refuse == SRCNIC_ERR_UNREACHABLE
-                                                    ? SRCNIC_CNT_NO_SUCH_QP
-                                                    : SRCNIC_CNT_RECV_TRUNCATED);
+        if (verdict != SRCNIC_OK) {
+            return refuse_message(c, h, verdict, verdict == SRCNIC_ERR_UNREACHABLE
+                                                     ? SRCNIC_CNT_NO_SUCH_QP
+                                                     : SRCNIC_CNT_RECV_TRUNCATED);
         }
         in = Connection::Inbound();
         in.active = true;
@@ -83,7 +93,7 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
         in.imm = h.imm;
         in.length = h.msg_len;
     }
-    if (h.addr != in.offset || h.payload_len > in.length - in.offset || h.msg_len != in.length) {
+    if (!segment_fits(in.offset, in.length, h)) {
         count(SRCNIC_CNT_DROP_BAD_RESPONSE);   // inconsistent segment: refuse the message
         abort_inbound(c, SRCNIC_ERR_IO_ERROR);
         in.active = in.discard = !(h.flags & kFlagLast);
@@ -125,21 +135,17 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
 
 uint8_t *Nic::send_target(const Connection *c, const PacketHeader &h)
 {
-    // The checks respond and respond_send make before they place a segment, in their order.
+    // respond's and respond_send's checks, where the segment would be placed.
     const Connection::Inbound &in = c->inbound;
     if (h.flags & kFlagFirst) {
-        const QpContext *qp = request_qp(h);
+        QpContext *qp;
         srcnic_recv_wqe_t rwqe;
-        if (in.active || qp == nullptr || !qp->can_take() || !qp->rq().peek(&rwqe)) {
-            return nullptr;
-        }
-        if (h.msg_len > rwqe.length || h.addr != 0 || h.payload_len > h.msg_len) {
+        if (in.active || send_first(h, &qp, &rwqe) != SRCNIC_OK || !segment_fits(0, h.msg_len, h)) {
             return nullptr;
         }
         return qp->owner()->space.direct(rwqe.addr, h.payload_len);
     }
-    if (!in.active || in.opcode != h.opcode || in.discard || in.qp == nullptr ||
-        h.addr != in.offset || h.payload_len > in.length - in.offset || h.msg_len != in.length) {
+    if (!continues(in, h) || in.discard || in.qp == nullptr || !segment_fits(in.offset, in.length, h)) {
         return nullptr;
     }
     return in.qp->owner()->space.direct(in.rwqe.addr + in.offset, h.payload_len);

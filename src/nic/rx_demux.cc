@@ -3,7 +3,10 @@
 // against the sender's address, incarnation and connection id; the address map is consulted
 // only until the sender has learned our id, and only for a packet that proves our secret,
 // PROTOCOL.md §7), puts sequenced packets in PSN order, and hands requests to the responder and
-// answers to the completer. Control packets (ACK, NAK, RST) are handled here.
+// answers to the completer, with the acknowledgement every sequenced packet carries (in PSN
+// order: an ACK that overtook the reverse packets before it waits for them). Unsequenced ACKs
+// and NAKs go to the completer; an RST ends the connection here. It also reports what this
+// side holds (rx_sack) and gives back reorder buffers when reception starves.
 #include "nic/nic.h"
 
 #include "core/clock.h"
@@ -83,14 +86,13 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     if (h.dst_conn != 0) {
         // Bound to the connection it names: the id (generation included), the address and the
         // incarnation the connection was opened with (§7.2). Nothing else is looked up.
-        c = conn_by_id(h.dst_conn);
+        c = named_conn(h, src);
         if (c == nullptr) {
-            reject_unknown_id(h, src);
-            buf_free(buf);
-            return;
-        }
-        if (c->peer_addr != src || c->peer_nic != h.src_nic) {
-            count(SRCNIC_CNT_DROP_WRONG_PEER);
+            if (conn_by_id(h.dst_conn) == nullptr) {
+                reject_unknown_id(h, src);
+            } else {
+                count(SRCNIC_CNT_DROP_WRONG_PEER);
+            }
             buf_free(buf);
             return;
         }
@@ -122,8 +124,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         }
     }
     // An RST names our connection by dst_conn and carries no id of its own (§3.9).
-    if (c != nullptr && !is_rst &&
-        (c->peer_conn != 0 ? c->peer_conn != h.src_conn : h.src_conn == 0)) {
+    if (c != nullptr && !is_rst && !from_peer_conn(*c, h)) {
         if (is_syn) {
             // The peer dropped its side and opened a new connection (it proved our secret).
             conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
@@ -157,8 +158,11 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     c->rx_bytes += len;
     if (opcode_info(h.opcode).sequenced) {
         rx_sequenced(c, buf, data, len, h, placed);
+    } else if (is_rst) {
+        conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);   // the peer dropped the connection (§5.6)
+        buf_free(buf);
     } else {
-        rx_control(c, h);
+        complete_control(c, h);   // ACK, NAK: the completer's
         buf_free(buf);
     }
 }
@@ -278,14 +282,13 @@ uint8_t *Nic::place_target(const PacketHeader &h, const LinkAddr &src)
         (!send && h.opcode != static_cast<uint8_t>(Opcode::kREAD_RESP))) {
         return nullptr;
     }
-    // The checks rx_datagram and rx_sequenced make before they deliver a packet at once, in
-    // their order, where every one passes as things stand.
+    // rx_datagram's and rx_sequenced's checks for a packet they deliver at once, then those
+    // of the stage that places it.
     if (h.dst_nic != addr_.incarnation || h.dst_conn == 0) {
         return nullptr;
     }
-    const Connection *c = conn_by_id(h.dst_conn);
-    if (c == nullptr || c->peer_addr != src || c->peer_nic != h.src_nic || c->peer_conn == 0 ||
-        c->peer_conn != h.src_conn || h.psn != c->expected_psn) {
+    const Connection *c = named_conn(h, src);
+    if (c == nullptr || c->peer_conn == 0 || !from_peer_conn(*c, h) || h.psn != c->expected_psn) {
         return nullptr;
     }
     return send ? send_target(c, h) : read_target(c, h);
@@ -311,185 +314,6 @@ void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
     }
 }
 
-void Nic::rx_control(Connection *c, const PacketHeader &h)
-{
-    switch (static_cast<Opcode>(h.opcode)) {
-    case Opcode::kACK:
-        note_sack(c, h);
-        if (!psn_before(c->expected_psn, h.psn)) {
-            apply_ack(c, h.ack_psn);
-        } else if (!c->has_deferred_ack || !psn_before(h.ack_psn, c->deferred_ack)) {
-            // Reverse packets sent before this ack are still missing: apply it after them.
-            c->has_deferred_ack = true;
-            c->deferred_pos = h.psn;
-            c->deferred_ack = h.ack_psn;
-        }
-        break;
-    case Opcode::kNAK:
-        if (h.imm == static_cast<uint32_t>(NakReason::kRnr) && psn_before(h.psn, c->send_psn) &&
-            !psn_before(h.psn, c->acked_psn)) {
-            count(SRCNIC_CNT_RNR_RECEIVED);
-            const uint64_t now = this->now();
-            c->rnr_until_ns = now + static_cast<uint64_t>(c->rnr_delay_us) * kNsPerUs;
-            c->rnr_delay_us = std::min(c->rnr_delay_us * 2, std::max(config_.rnr_delay_us, 10000u));
-            start_resend(c, h.psn, c->send_psn);
-            c->progress_ns = now;   // the peer is alive, only busy
-            c->retries = 0;
-            c->rto_deadline_ns = 0;
-            activate(c);
-        } else {
-            count(SRCNIC_CNT_DROP_BAD_RESPONSE);
-        }
-        break;
-    case Opcode::kRST:
-        conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
-        break;
-    default:
-        break;
-    }
-}
-
-SRCNIC_HOT void Nic::apply_ack(Connection *c, uint32_t ack_psn)
-{
-    if (!psn_before(c->acked_psn, ack_psn)) {
-        return;
-    }
-    if (psn_before(c->send_psn, ack_psn)) {
-        count(SRCNIC_CNT_DROP_BAD_RESPONSE);   // acknowledges what was never sent
-        return;
-    }
-    const uint64_t now = this->now();
-    c->acked_psn = ack_psn;
-    if (psn_before(c->resend_psn, ack_psn)) {
-        c->resend_psn = ack_psn;
-    }
-
-    c->retries = 0;
-    c->rto_us = std::min(std::max(config_.rto_us, c->srtt_us + 4 * c->rttvar_us), config_.rto_max_us);
-    c->rnr_delay_us = config_.rnr_delay_us;
-    c->progress_ns = now;
-    c->rto_deadline_ns = c->unacked() ? now + static_cast<uint64_t>(c->rto_us) * kNsPerUs : 0;
-    for (TxMsg *m = c->head; m != nullptr && !psn_before(ack_psn, m->psn_end()); m = m->next) {
-        if (!m->acked && m->short_tail(c->seg_payload)) {
-            --c->short_inflight;
-        }
-        m->acked = true;
-    }
-    complete_in_order(c);
-    // The window moved: data waiting for it goes now.
-    if (psn_before(c->send_psn, c->next_psn)) {
-        activate_now(c);
-    } else {
-        activate(c);
-    }
-}
-
-void Nic::rtt_sample(Connection *c, uint64_t now)
-{
-    // RFC 6298: srtt, rttvar; rto = srtt + 4 rttvar, no lower than the configured rto_us, is
-    // set by apply_ack.
-    c->rtt_timing = false;
-    const uint32_t sample = static_cast<uint32_t>(std::min<uint64_t>((now - c->rtt_start_ns) / kNsPerUs, 1u << 30));
-    if (c->srtt_us == 0) {
-        c->srtt_us = std::max(sample, 1u);
-        c->rttvar_us = sample / 2;
-    } else {
-        const uint32_t err = sample > c->srtt_us ? sample - c->srtt_us : c->srtt_us - sample;
-        c->rttvar_us = (3 * c->rttvar_us + err) / 4;
-        c->srtt_us = (7 * c->srtt_us + sample) / 8;
-    }
-}
-
-SRCNIC_HOT void Nic::note_sack(Connection *c, const PacketHeader &h)
-{
-    // What the peer has received is known from the newest ack it sent, whether or not that
-    // ack may complete anything yet (§5.4 orders completions, not retransmissions): packets
-    // it holds are never retransmitted, so a probe always carries something it lacks.
-    if (psn_before(h.ack_psn, c->sack_base) || psn_before(c->send_psn, h.ack_psn)) {
-        return;   // older than what we know, or acknowledges what was never sent
-    }
-    const uint32_t advanced = h.ack_psn - c->sack_base;
-    c->sack_base = h.ack_psn;
-    c->peer_sack = h.sack;
-    const bool probing = c->probe_out;   // this ack may answer a tail-loss probe
-    // The round trip of the timed packet ends when the peer first reports it, cumulatively or
-    // selectively: an ack held back by an earlier hole (or by §5.4) would add the repair time.
-    uint64_t now = 0;   // read once, when needed
-    if (c->rtt_timing && c->peer_holds(c->rtt_psn)) {
-        now = this->now();
-        rtt_sample(c, now);
-    }
-    if (advanced != 0) {
-        // The peer is alive and receiving: that is progress for the failure timers, even if
-        // the ack cannot complete anything yet.
-        if (now == 0) {
-            now = this->now();
-        }
-        c->retries = 0;
-        c->progress_ns = now;
-        if (c->unacked()) {
-            c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
-        }
-        if (c->recovering) {
-            if (!psn_before(h.ack_psn, c->recover_psn)) {
-                c->recovering = false;
-            } else if (psn_before(c->recover_resent, h.ack_psn) && h.sack == 0) {
-                // The peer acknowledged a packet the recovery never resent and holds nothing
-                // out of order: the first transmissions arrived. Resending what follows would
-                // duplicate packets waiting in its socket; a lost tail is left to the probe and
-                // the timer. The timeout was spurious (a peer slow to answer, a thread off its
-                // CPU for a few ms) unless the peer had reported a hole before it, which the
-                // timeout then repaired. An ack that shows holes keeps the recovery going:
-                // under heavy loss, resending ahead of them repairs the flight fastest.
-                c->recovering = false;
-                if (!c->recover_hole) {
-                    count(SRCNIC_CNT_SPURIOUS_TIMEOUTS);
-                }
-            } else {
-                // Partial ack of the packets resent so far: what follows was probably lost too.
-                const uint32_t end = h.ack_psn + std::min(2 * advanced, c->window);
-                start_resend(c, h.ack_psn, end);
-                c->recover_resent = end;
-            }
-        }
-        // The probe timer restarts here, where every ack is seen first (apply_ack may come
-        // later, §5.4): none if this ack covers everything sent.
-        c->probe_out = false;
-        if (psn_before(h.ack_psn, c->send_psn)) {
-            arm_probe(c, now);
-        } else {
-            c->probe_deadline_ns = 0;
-        }
-    }
-    // A gap at the receiver with later packets already there: retransmit the holes up to the
-    // highest PSN it holds now rather than at the timeout. Two later packets tell a gap from
-    // reordering; after a tail-loss probe, two round trips of silence already have, and one
-    // suffices (the probe's answer is used once). Holes already resent are resent again at
-    // most once per quarter timeout (their copies may still be on the way); holes beyond them
-    // are new losses and go at once.
-    if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) &&
-        (probing || __builtin_popcountll(h.sack) >= 2)) {
-        if (now == 0) {
-            now = this->now();
-        }
-        const uint32_t highest = h.ack_psn + 1 + (63 - __builtin_clzll(h.sack));
-        uint32_t from = h.ack_psn;
-        if (!probing && now - c->fast_rtx_ns < static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4 &&
-            psn_before(from, c->fast_rtx_end)) {
-            from = c->fast_rtx_end;
-        }
-        if (psn_before(from, highest)) {
-            if (from == h.ack_psn) {
-                c->fast_rtx_ns = now;
-            }
-            c->fast_rtx_end = highest;
-            c->probe_out = false;
-            start_resend(c, from, highest);
-            count(SRCNIC_CNT_FAST_RETRANSMITS);
-        }
-    }
-}
-
 uint64_t Nic::rx_sack(const Connection *c) const
 {
     uint64_t bits = 0;
@@ -502,6 +326,32 @@ uint64_t Nic::rx_sack(const Connection *c) const
         }
     }
     return bits;
+}
+
+void Nic::reclaim_reorder_buffers()
+{
+    // Out-of-order packets hold buffers; when they starve reception, the newest of them (the
+    // farthest from delivery) are given back until a receive burst fits, so the in-order
+    // packets that unblock everything can arrive. Their senders retransmit them: the
+    // acknowledgements no longer report them.
+    for (Connection *c : active_) {
+        if (c->state != ConnState::kOpen) {
+            continue;
+        }
+        for (uint32_t ahead = c->window - 1; ahead != 0 && c->reorder_count != 0; --ahead) {
+            int32_t &slot = c->reorder[(c->expected_psn + ahead) % c->window];
+            if (slot < 0) {
+                continue;
+            }
+            buf_free(slot);
+            slot = -1;
+            --c->reorder_count;
+            count(SRCNIC_CNT_DROP_NO_BUFFER);
+            if (rx_posted_ + free_bufs_.size() >= kRxBurst) {
+                return;
+            }
+        }
+    }
 }
 
 } // namespace srcnic

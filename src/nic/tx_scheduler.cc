@@ -365,7 +365,7 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
     }
     if (probe_due) {
         c->probe_deadline_ns = 0;
-        if (c->rnr_until_ns == 0 && !c->recovering && !rto_due) {
+        if (c->rnr_until_ns == 0 && !c->in_timeout_recovery() && !rto_due) {
             send_probe(c);
             return;
         }
@@ -375,10 +375,11 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
     }
     count(SRCNIC_CNT_TIMEOUTS);
     ++c->retries;
-    SRCNIC_LOG_DEBUG("connection %u timeout %u: acked %u send %u next %u rto %u us srtt %u us "
-                     "deferred %d/%u/%u expected %u", c->id, c->retries, c->acked_psn,
-                     c->send_psn, c->next_psn, c->rto_us, c->srtt_us, c->has_deferred_ack,
-                     c->deferred_pos, c->deferred_ack, c->expected_psn);
+    SRCNIC_LOG_DEBUG("connection %u timeout %u in recovery %s: acked %u send %u next %u rto %u "
+                     "us srtt %u us deferred %d/%u/%u expected %u", c->id, c->retries,
+                     to_string(c->recovery), c->acked_psn, c->send_psn, c->next_psn, c->rto_us,
+                     c->srtt_us, c->has_deferred_ack, c->deferred_pos, c->deferred_ack,
+                     c->expected_psn);
     if (c->retries > config_.retry_count ||
         now - c->progress_ns > static_cast<uint64_t>(config_.peer_timeout_ms) * kNsPerMs) {
         conn_fail(c, SRCNIC_ERR_ENDPOINT_TIMEOUT);
@@ -390,11 +391,10 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
     // Probe with the oldest unacknowledged packet only (PROTOCOL.md §5.5): if the peer was
     // merely slow its ack ends the recovery; if packets were lost, each partial ack resends
     // twice as many as it acknowledged (skipping those the peer reported).
-    c->recovering = true;
+    set_recovery(c, c->peer_sack != 0 ? Recovery::kTimeoutHole : Recovery::kTimeout);
     c->recover_psn = c->send_psn;
     const uint32_t oldest = c->oldest_unreported();
     c->recover_resent = oldest + 1;
-    c->recover_hole = c->peer_sack != 0;
     if (psn_before(oldest, c->send_psn)) {
         start_resend(c, oldest, oldest + 1);
     } else {
@@ -409,7 +409,7 @@ void Nic::arm_probe(Connection *c, uint64_t now)
     // Two round trips and the receiver's longest acknowledgement delay (§5.3) after the newest
     // transmission or acknowledgement, once a round trip has been measured; one probe until an
     // ack advances, none during a timeout's recovery (which probes on its own).
-    if (c->srtt_us == 0 || c->probe_out || c->recovering || !c->unacked()) {
+    if (c->srtt_us == 0 || c->recovery != Recovery::kNone || !c->unacked()) {
         c->probe_deadline_ns = 0;
         return;
     }
@@ -427,7 +427,7 @@ void Nic::send_probe(Connection *c)
     const uint32_t oldest = c->oldest_unreported();
     const uint32_t psn = c->peer_holds(newest) && psn_before(oldest, newest) ? oldest : newest;
     tx_packet(c, psn, true);
-    c->probe_out = true;
+    set_recovery(c, Recovery::kProbe);
     count(SRCNIC_CNT_TAIL_PROBES);
 }
 
@@ -537,6 +537,42 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
         ++i;
     }
     return sent;
+}
+
+bool Nic::tx_idle_until(uint64_t *deadline_p) const
+{
+    uint64_t deadline = 0;
+    for (const Connection *c : active_) {
+        if (c->state != ConnState::kOpen) {
+            continue;
+        }
+        const bool can_send = psn_before(c->send_psn, c->next_psn) && c->window_open();
+        const bool resend = psn_before(c->resend_psn, c->send_psn);
+        if ((can_send || resend) && c->rnr_until_ns == 0) {
+            return false;
+        }
+        uint64_t next = c->rto_deadline_ns;
+        if (c->probe_deadline_ns != 0 && (next == 0 || c->probe_deadline_ns < next)) {
+            next = c->probe_deadline_ns;
+        }
+        if (c->rnr_until_ns != 0 && (next == 0 || c->rnr_until_ns < next)) {
+            next = c->rnr_until_ns;
+        }
+        if (c->ack_pending && (c->ack_now || c->ack_next)) {
+            return false;
+        }
+        if (c->ack_pending) {
+            const uint64_t ack_at = c->ack_since_ns + kAckDelayNs;
+            if (next == 0 || ack_at < next) {
+                next = ack_at;
+            }
+        }
+        if (next != 0 && (deadline == 0 || next < deadline)) {
+            deadline = next;
+        }
+    }
+    *deadline_p = deadline;
+    return true;
 }
 
 } // namespace srcnic

@@ -1,7 +1,9 @@
-// Protocol tests of the completer (PROTOCOL.md §3.4, §3.5, §5.4): answers from a raw peer to the
-// Nic's own requests — READ responses placed, error answers completing requests, and answers
-// or acknowledgements that match nothing.
-#include "raw_peer.h"
+// Protocol tests of the completer (PROTOCOL.md §3.4, §3.5, §5.3-5.5): answers from a raw peer to
+// the Nic's own requests — READ responses placed, error answers completing requests, answers or
+// acknowledgements that match nothing — and what its acknowledgements and NAKs do: the window
+// released, RTT samples, SACK and fast retransmit, the steps and end of a timeout's recovery,
+// RNR back-off.
+#include "own_requests.h"
 
 namespace srcnic {
 namespace test {
@@ -315,6 +317,232 @@ TEST_F(CompleterPlacing, check_while_placing__cancelled_read_touches_nothing)
     progress_until_received(1);
     EXPECT_EQ(std::vector<uint8_t>(kBigSeg, 0), local) << "an answer to a cancelled READ was placed";
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_PLACED_WHILE_CHECKED));
+}
+
+// --- acknowledgements and NAKs of the Nic's own requests (PROTOCOL.md §5.3-5.5) ---
+
+using CompleterAcks = OwnRequestsSlowRto;
+using CompleterRecovery = OwnRequestsRecovery;
+
+TEST_F(CompleterAcks, apply_ack__data_let_into_the_window_goes_in_the_same_call)
+{
+    // post a SEND of 20 packets (window 16) / psn 1..16 go out
+    ASSERT_NO_FATAL_FAILURE(fill_window());
+    // receive ACK of psn 1..4 / expect psn 17..20 from the call that received it
+    ack_nic(5, 1);
+    const std::vector<Packet> out = progress_until_received(1);
+    ASSERT_EQ(4u, out.size());
+    EXPECT_EQ(17u, out[0].h.psn);
+    EXPECT_EQ(20u, out[3].h.psn);
+}
+
+TEST_F(CompleterAcks, complete_control__rnr_nak_resends_refused_psn_after_delay)
+{
+    Counters before(*nic_);
+    post_send(1, 10);
+    post_send(2, 10);
+    Packet p1, p2;
+    ASSERT_TRUE(await_psn(1, &p1));
+    ASSERT_TRUE(await_psn(2, &p2));
+    peer_->nic_conn(p1.h.src_conn);
+    // receive NAK RNR psn 2 (psn 1 was accepted)
+    // expect RNR_RECEIVED, psn 2 sent again (not psn 1), no timeout counted
+    const uint64_t t0 = now_ns();
+    PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
+    nak.psn = 2;
+    nak.ack_psn = 2;
+    nak.imm = static_cast<uint32_t>(NakReason::kRnr);
+    peer_->send(nak);
+    Packet again;
+    std::vector<Packet> skipped;
+    ASSERT_TRUE(await([](const Packet &p) { return p.h.opcode == kSend; }, &again, &skipped));
+    EXPECT_EQ(2u, again.h.psn);
+    EXPECT_GE(now_ns() - t0, 100 * kNsPerUs) << "resent before the RNR delay";
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_RNR_RECEIVED));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    // receive a NAK for psn 7, never sent / expect DROP_BAD_RESPONSE, nothing resent
+    nak.psn = 7;
+    peer_->send(nak);
+    run_for(1000);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_BAD_RESPONSE));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_RNR_RECEIVED));
+    // receive ACK of psn 1 and 2 / expect both SENDs completed, in order
+    ack_nic(3, 1);
+    srcnic_cqe_t cqe;
+    for (uint64_t wr_id = 1; wr_id <= 2; ++wr_id) {
+        ASSERT_TRUE(await_cqe(qp_, &cqe));
+        EXPECT_EQ(wr_id, cqe.wr_id);
+        EXPECT_EQ(SRCNIC_OK, cqe.status);
+    }
+}
+
+TEST_F(CompleterAcks, note_sack__gap_with_two_later_packets_is_retransmitted_early)
+{
+    Counters before(*nic_);
+    post_sends(5);
+    // receive ACK ack_psn 1, sack psn 2 and 3 / expect FAST_RETRANSMITS and psn 1 resent (not 2
+    // or 3) long before the RTO
+    sack_nic(1, 0x3);
+    const std::vector<uint32_t> resent = send_psns(run_for(3000));
+    ASSERT_FALSE(resent.empty());
+    EXPECT_EQ(1u, resent[0]);
+    EXPECT_EQ(resent.end(), std::find(resent.begin(), resent.end(), 2u));
+    EXPECT_EQ(resent.end(), std::find(resent.begin(), resent.end(), 3u));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_FAST_RETRANSMITS));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+}
+
+TEST_F(CompleterAcks, note_sack__new_hole_resent_at_once_old_one_not_again_within_quarter_rto)
+{
+    Counters before(*nic_);
+    post_sends(8);
+    // receive ACK ack_psn 1, sack psn 2 and 3 / expect psn 1 resent
+    sack_nic(1, 0x3);
+    EXPECT_EQ(1u, next_send_psn());
+    // receive ACK ack_psn 1, sack psn 2, 3, 5, 6 / expect psn 4 resent at once, psn 1 not again
+    // (resent a moment ago, within the quarter timeout)
+    sack_nic(1, 0x1b);
+    EXPECT_EQ(std::vector<uint32_t>{4}, send_psns(run_for(3000)));
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_FAST_RETRANSMITS));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    ack_and_complete(9, 1, 8);
+}
+
+TEST_F(CompleterAcks, complete_control__ack_ahead_of_delivered_packets_is_deferred)
+{
+    post_buffer(7, 64);
+    post_send(1, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    peer_->nic_conn(p.h.src_conn);
+    // receive ACK ack_psn 2 at stream position 2: our psn 1 is not there yet
+    // expect the SEND not completed: the ACK waits for psn 1 (§5.4)
+    ack_nic(2, 2);
+    run_for(2000);
+    srcnic_cqe_t cqe;
+    EXPECT_EQ(0u, qp_->poll_cq(&cqe, 1)) << "ACK applied before the packets it follows";
+    // receive SEND psn 1 (acknowledging nothing itself) / expect the RECV, then the SEND's
+    // completion
+    PacketHeader h = peer_->header(Opcode::kSEND, 1, kFlagFirst | kFlagLast);
+    h.dst_qpn = qp_->qpn();
+    h.src_qpn = kPeerQpn;
+    peer_->send(h);
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OP_RECV, cqe.opcode);
+    EXPECT_EQ(7u, cqe.wr_id);
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OP_SEND, cqe.opcode);
+    EXPECT_EQ(1u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+}
+
+TEST_F(CompleterAcks, rtt_sample__when_the_peer_reports_the_packet_not_after_a_hole_is_repaired)
+{
+    constexpr uint32_t kHoleUs = 100000;
+    exchange_one(1);
+    // psn 2 (timed) and psn 3 go out together; the peer acknowledges psn 2 at once
+    post_send(2, 10);
+    post_send(3, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(3, &p));
+    ack_nic(3, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    const uint32_t srtt_before = srtt_us();
+    // psn 4 (timed) goes out; the peer reports it at once, psn 3 still missing
+    post_send(4, 10);
+    ASSERT_TRUE(await_psn(4, &p));
+    sack_nic(3, 0x1);
+    // 100 ms pass before the hole is repaired and everything acknowledged
+    run_for(kHoleUs);
+    ack_and_complete(5, 3, 4);
+    // expect the sample of the prompt report only: one taken at the cumulative ack would be
+    // 100 ms and raise srtt by about 100 / 8 ms (the bound, half that, leaves room for a
+    // preempted test thread in the prompt exchanges)
+    EXPECT_LT(static_cast<int64_t>(srtt_us()) - static_cast<int64_t>(srtt_before),
+              static_cast<int64_t>(kHoleUs / 16))
+        << "the repair time went into the round trip";
+}
+
+TEST_F(CompleterAcks, rtt_sample__none_from_a_packet_that_was_resent)
+{
+    exchange_one(1);
+    const uint32_t srtt = srtt_us();
+    Counters before(*nic_);
+    post_send(2, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(2, &p));
+    // no acknowledgement until psn 2 was probed (resent) and 30 ms passed
+    ASSERT_TRUE(await_op(Opcode::kSEND, &p));
+    ASSERT_EQ(1u, before.delta(SRCNIC_CNT_TAIL_PROBES));
+    run_for(30000);
+    ack_and_complete(3, 2, 2);
+    // expect no sample (Karn): the ack may answer either transmission
+    EXPECT_EQ(srtt, srtt_us());
+}
+
+// A timeout that met a peer slow to answer, not a lost flight (its thread off the CPU for a few
+// ms, the window waiting in its socket): the ack that follows covers packets the recovery never
+// resent, and that ends the recovery. It costs one packet, not a window of duplicates.
+TEST_F(CompleterRecovery, note_sack__timeout__ack_of_packets_never_resent_ends_the_recovery)
+{
+    timeout_then_ack_past_the_resent_packet(0, 1);
+}
+
+// A timeout after the peer reported a hole (PSN 1 missing, 3 held: one later packet, too few for
+// a fast retransmit) repairs a real loss: the ack that follows the resent packet covers what the
+// peer held and ends the recovery as above, but the timeout is not counted as spurious.
+TEST_F(CompleterRecovery, note_sack__timeout__that_repaired_a_reported_hole_is_not_spurious)
+{
+    timeout_then_ack_past_the_resent_packet(1u << 1, 0);
+}
+
+// The recovery is one named state, which the agent's status report shows: a timeout after the
+// peer reported a hole, then the end of it when everything is acknowledged.
+TEST_F(CompleterRecovery, set_recovery__state_named_in_the_status_report)
+{
+    fill_window();
+    EXPECT_NE(std::string::npos, nic_->peers_json().find("\"recovery\":\"none\""));
+    sack_nic(1, 1u << 1);   // PSN 3 held, 1 and 2 missing: too few for a fast retransmit
+    Packet again;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &again));
+    EXPECT_EQ(1u, again.h.psn);
+    EXPECT_NE(std::string::npos, nic_->peers_json().find("\"recovery\":\"timeout-hole\""))
+        << nic_->peers_json();
+    ack_nic(17, 1);
+    nic_->progress();
+    EXPECT_NE(std::string::npos, nic_->peers_json().find("\"recovery\":\"none\""))
+        << nic_->peers_json();
+    ack_and_complete(21, 1, 1);
+}
+
+// A flight that was lost: each ack covers only packets the recovery resent, and each resends
+// twice as many as it acknowledged, the way a slow start grows.
+TEST_F(CompleterRecovery, note_sack__timeout__acks_of_resent_packets_resend_twice_as_many)
+{
+    fill_window();
+    Counters before(*nic_);
+    // do not acknowledge / expect PSN 1 alone again after the RTO
+    Packet again;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &again));
+    EXPECT_EQ(1u, again.h.psn);
+    // receive ACK 2, then 4, then 8 (each covering what was resent) / expect 2-3, then 4-7,
+    // then 8-15 resent, well before another RTO, each run followed by the new PSNs (up to 20)
+    // the ack let into the window
+    const struct {
+        uint32_t ack_psn;
+        std::vector<uint32_t> sent;
+    } steps[] = {{2, {2, 3, 17}},
+                 {4, {4, 5, 6, 7, 18, 19}},
+                 {8, {8, 9, 10, 11, 12, 13, 14, 15, 20}}};
+    for (const auto &step : steps) {
+        ack_nic(step.ack_psn, 1);
+        EXPECT_EQ(step.sent, send_psns(run_for(kRecoveryRtoUs / 4)))
+            << "after ack " << step.ack_psn;
+    }
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_SPURIOUS_TIMEOUTS));
+    ack_and_complete(21, 1, 1);
 }
 
 } // namespace

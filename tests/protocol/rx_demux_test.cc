@@ -1,6 +1,6 @@
 // Protocol tests of rx demux (PROTOCOL.md §4, §5.1-5.6): crafted datagrams into one Nic — the
 // receive checks, connection lookup, PSN ordering, acknowledgements and resets it answers with.
-#include "raw_peer.h"
+#include "own_requests.h"
 
 namespace srcnic {
 namespace test {
@@ -623,6 +623,98 @@ TEST_F(RxDemuxAutoBuffers, rx_poll__a_whole_window_of_reordering_keeps_every_pac
     EXPECT_EQ(window - 2, before.delta(SRCNIC_CNT_OUT_OF_ORDER));
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_DROP_NO_BUFFER));
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_DROP_OUT_OF_WINDOW));
+}
+
+using RxDemuxResets = OwnRequestsSlowRto;
+
+// --- §5.6 resets ---
+
+// The RST an engine sends for a packet it has no connection for (tx_reset): no src_conn.
+PacketHeader engine_rst(const RawPeer &peer, const Packet &answered)
+{
+    PacketHeader h = peer.header(Opcode::kRST, 0, 0);
+    h.src_conn = 0;
+    h.dst_conn = answered.h.src_conn;
+    h.dst_nic = answered.h.src_nic;
+    h.ack_psn = 0;
+    return h;
+}
+
+TEST_F(RxDemuxResets, rx_control__rst_fails_connection_and_outstanding_requests)
+{
+    Counters before(*nic_);
+    post_send(1, 10);
+    post_send(2, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(2, &p));
+    // receive RST for the Nic's connection (the peer has none) / expect CONN_FAILED and both
+    // SENDs completed with CONNECTION_RESET
+    peer_->send(engine_rst(*peer_, p));
+    for (uint64_t wr_id = 1; wr_id <= 2; ++wr_id) {
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(await_cqe(qp_, &cqe));
+        EXPECT_EQ(wr_id, cqe.wr_id);
+        EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+    }
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_FAILED));
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, nic_->dest_status(dest_));
+    EXPECT_EQ(0u, nic_->num_connections());
+    for (const Packet &q : run_for(1000)) {
+        EXPECT_NE(kSend, q.h.opcode) << "sent on a failed connection: " << to_string(q.h);
+    }
+}
+
+TEST_F(RxDemuxResets, rx_control__rst_from_peer_that_dropped_connection_fails_it)
+{
+    Counters before(*nic_);
+    post_send(1, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    peer_->nic_conn(p.h.src_conn);
+    // receive ACK of psn 1 (the Nic learns our connection id) / expect the SEND completed
+    ack_nic(2, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    ASSERT_EQ(SRCNIC_OK, cqe.status);
+    post_send(2, 10);
+    ASSERT_TRUE(await_psn(2, &p));
+    EXPECT_EQ(kPeerConn, p.h.dst_conn);
+    // the peer has dropped its side meanwhile; it answers psn 2 as rx demux answers a packet
+    // naming a connection it no longer has (WRONG_GEN): RST with dst_conn = the Nic's id
+    // expect CONN_FAILED and the SEND completed with CONNECTION_RESET (§5.6: an RST fails the
+    // connection it names)
+    peer_->send(engine_rst(*peer_, p));
+    ASSERT_TRUE(await_cqe(qp_, &cqe, 1.0)) << "RST ignored: DROP_WRONG_GEN went up by "
+                                           << before.delta(SRCNIC_CNT_DROP_WRONG_GEN);
+    EXPECT_EQ(2u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_ERR_CONNECTION_RESET, cqe.status);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_FAILED));
+}
+
+TEST_F(RxDemuxResets, rx_datagram__rst_from_another_incarnation_is_dropped)
+{
+    Counters before(*nic_);
+    post_send(1, 10);
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    peer_->nic_conn(p.h.src_conn);
+    ack_nic(2, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    post_send(2, 10);
+    ASSERT_TRUE(await_psn(2, &p));
+    // receive an RST naming the Nic's connection from the peer's address with another
+    // incarnation: no engine sends that (a restarted one does not answer the old incarnation's
+    // packets, PROTOCOL.md §7.3), so it is forged / expect DROP_WRONG_PEER, the connection and
+    // the SEND intact: an acknowledgement from the real peer still completes it
+    PacketHeader rst = engine_rst(*peer_, p);
+    rst.src_nic = kPeerNic + 1;
+    peer_->send(rst);
+    run_for(1000);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_WRONG_PEER));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_CONN_FAILED));
+    EXPECT_EQ(SRCNIC_OK, nic_->dest_status(dest_));
+    ack_and_complete(3, 2, 2);
 }
 
 } // namespace
