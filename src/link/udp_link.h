@@ -278,6 +278,14 @@ public:
     uint64_t rx_peer_datagrams() const { return rx_peer_datagrams_; }
 
 private:
+    // Shared by the control path (which sizes the buffers) and the data path.
+    // Control buffer per received datagram: room for one UDP_GRO message, bytes.
+    static constexpr size_t kRxControlSize = CMSG_SPACE(sizeof(int));
+    // Control buffer per send message: room for one UDP_SEGMENT message, bytes.
+    static constexpr size_t kTxControlSize = CMSG_SPACE(sizeof(uint16_t));
+    // Gather-list entries per send batch: batch_size datagrams of at most kLinkMaxIov entries.
+    static constexpr uint32_t kTxIovPerDatagram = kLinkMaxIov;
+
     // A socket address of either family.
     union SockAddr {
         struct sockaddr sa;       // generic view, for the syscalls
@@ -319,7 +327,7 @@ private:
     // Fills a socket address from a link address; returns its length.
     socklen_t to_sockaddr(const LinkAddr &addr, SockAddr *sa) const;
     // Receives into slots from socket i; how many were filled. (rx_from, rx_quiet and
-    // receive_batch are inline, defined and used only in udp_link.cc: see there.)
+    // receive_batch are inline, defined and used only in udp_link_data.cc: see there.)
     inline uint32_t rx_from(uint32_t index, RxDatagram *slots, uint32_t n);
     // Receives from the next quiet socket in turn (see "Polling several sockets").
     inline uint32_t rx_quiet(RxDatagram *slots, uint32_t n);

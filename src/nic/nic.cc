@@ -2,7 +2,7 @@
 // loop that runs the stages in order (with rx_poll, which takes datagrams from the link for the
 // rx demux), and event-fd arming.
 #include "nic/nic.h"
-#include "nic/rx_poll.h"
+#include "nic/nic_over.h"
 
 #include "core/clock.h"
 #include "core/nic_config.h"
@@ -22,8 +22,7 @@
 namespace srcnic {
 
 Nic::Nic(const srcnic_config_t &config, std::unique_ptr<Link> link)
-    : config_(config), link_(std::move(link)), udp_(dynamic_cast<UdpLink *>(link_.get())),
-      pd_(config.pd)
+    : config_(config), link_(std::move(link)), pd_(config.pd)
 {
     config_.pd = nullptr;
 }
@@ -31,17 +30,7 @@ Nic::Nic(const srcnic_config_t &config, std::unique_ptr<Link> link)
 srcnic_status_t Nic::create(const srcnic_config_t &config, std::unique_ptr<Link> link,
                             std::unique_ptr<Nic> *nic_p)
 {
-    srcnic_status_t status = validate_config(config);
-    if (status != SRCNIC_OK) {
-        return status;
-    }
-    std::unique_ptr<Nic> nic(new Nic(config, std::move(link)));
-    status = nic->init();
-    if (status != SRCNIC_OK) {
-        return status;
-    }
-    *nic_p = std::move(nic);
-    return SRCNIC_OK;
+    return create_over<Link>(config, std::move(link), nic_p);
 }
 
 srcnic_status_t Nic::init()
@@ -208,35 +197,6 @@ SRCNIC_HOT unsigned Nic::transmit()
         tx_due_ = false;
         tx_idle_calls_ = 0;
         n += tx_schedule(now(), false);
-        tx_flush();
-    }
-    return n;
-}
-
-SRCNIC_HOT unsigned Nic::progress()
-{
-    // A waiter that was woken (or never slept) no longer needs the link to announce arrivals;
-    // the caller polls (see Link::rx_notify).
-    if (rx_notify_ && !armed_) {
-        link_->rx_notify(false);
-        rx_notify_ = false;
-    }
-    // New work goes out before the poll for what came in: a reply posted after the last call
-    // leaves without waiting behind a receive system call. What the receive produced that must
-    // go at once (acks asked for now, answers, retransmissions, data an ack let into the window:
-    // activate_now) goes out in the same call, as do control packets it queued; the rest (an
-    // ack that may ride on a reply the application is about to post) waits for the next call's
-    // transmit(), which schedules every activated connection. The pass costs a receive that
-    // needs none of it (a request or reply of a ping-pong) 20 ns at each end
-    // (perf/results/2026-11-22-engine/NOTES.md).
-    unsigned n = transmit();
-    tx_urgent_ = false;   // what came before is transmit()'s: activate_now also set tx_due_
-    const unsigned got = rx_poll();
-    n += got;
-    // Timers that expired in transmit() run now that what the link held has been applied.
-    if ((got != 0 && (tx_urgent_ || tx_count_ != 0)) || timers_due_) {
-        timers_due_ = false;
-        n += tx_schedule(now(), true);
         tx_flush();
     }
     return n;

@@ -16,7 +16,6 @@
 #include "core/log.h"
 #include "core/secure_random.h"
 #include "link/link.h"
-#include "link/udp_link.h"
 #include "mr/mr_table.h"
 #include "qp/qp.h"
 #include "wire/header.h"
@@ -113,30 +112,42 @@ constexpr uint64_t kTxBatchBytes = 256 * 1024;
 // than checked and then copied. Below it the two passes cost no more: the bytes stay in L1.
 constexpr uint32_t kCheckWhilePlacingMin = 4096;
 
+// The protocol engine. It sees its link only through Link (link/link.h); its data path (the
+// two calls per progress() that move datagrams: rx_burst in rx_poll, tx_burst in tx_flush) is
+// compiled for the link's type by NicOver<L> (nic_over.h), so that over a final backend (the UDP
+// link) they are direct calls with the link's common cases inlined, and over any other link
+// (tests: loopback, faulty) virtual calls. A backend picks its instantiation where it creates the
+// NIC (nic_udp.cc); protocol code never names one.
 // Cache-line aligned like Connection and QpContext (see connection.h).
-class alignas(64) Nic final : public srcnic_nic {
+class alignas(64) Nic : public srcnic_nic {
 public:
-    // Creates a NIC over a given link (tests: loopback or faulty links). The config is
-    // validated; a bad value is INVALID_PARAM with a message naming it.
+    // Creates a NIC over a given link (tests: loopback or faulty links), calling it through
+    // Link's virtual functions. The config is validated; a bad value is INVALID_PARAM with a
+    // message naming it.
     static srcnic_status_t create(const srcnic_config_t &config, std::unique_ptr<Link> link,
                                   std::unique_ptr<Nic> *nic_p);
-    // Creates a NIC over UDP (and the faulty link when fault injection is configured).
+    // The same with the data path compiled for link type L, which link must have (nic_over.h).
+    template <class L>
+    static srcnic_status_t create_over(const srcnic_config_t &config, std::unique_ptr<Link> link,
+                                       std::unique_ptr<Nic> *nic_p);
+    // Creates a NIC over UDP (and the faulty link when fault injection is configured;
+    // nic_udp.cc).
     static srcnic_status_t create_udp(const srcnic_config_t &config, std::unique_ptr<Nic> *nic_p);
     ~Nic() override;
 
-    const srcnic_nic_addr_t &addr() const override { return addr_; }
-    size_t max_msg() const override { return max_msg_; }
-    unsigned progress() override;
+    const srcnic_nic_addr_t &addr() const final { return addr_; }
+    size_t max_msg() const final { return max_msg_; }
+    // progress(): NicOver<L> (nic_over.h), the data path compiled for the link's type.
     // The first half of progress(): send rings -> connections -> link; no receive.
-    unsigned transmit() override;
-    int event_fd() const override { return epoll_fd_; }
-    srcnic_status_t arm() override;
+    unsigned transmit() final;
+    int event_fd() const final { return epoll_fd_; }
+    srcnic_status_t arm() final;
 
     // A QP of this process (its rings in this process's memory, served for the NIC's own
     // owner: this process's memory and the configured protection domain).
-    srcnic_status_t qp_create(const srcnic_qp_config_t &config, Qp **qp_p) override;
-    void qp_destroy(Qp *qp) override;
-    unsigned qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag) override;
+    srcnic_status_t qp_create(const srcnic_qp_config_t &config, Qp **qp_p) final;
+    void qp_destroy(Qp *qp) final;
+    unsigned qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag) final;
 
     // A QP whose host end is elsewhere (the agent's clients): rings at block, laid out by
     // layout and initialised by the host, served for owner (which outlives it).
@@ -155,8 +166,8 @@ public:
     void owner_release(Owner *owner);
 
     srcnic_status_t dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn,
-                                srcnic_dest_t *dest_p) override;
-    srcnic_status_t dest_status(srcnic_dest_t dest) const override;
+                                srcnic_dest_t *dest_p) final;
+    srcnic_status_t dest_status(srcnic_dest_t dest) const final;
     // The connection of dest: its smoothed round-trip time and current retransmission timeout,
     // µs (tests; false if the connection is not open).
     bool dest_timing(srcnic_dest_t dest, uint32_t *srtt_us, uint32_t *rto_us) const;
@@ -186,16 +197,16 @@ public:
     // The owners (other than this process) that got completions since the last call.
     std::vector<Owner *> &notified() { return notified_; }
 
-    uint64_t counter(srcnic_counter_t c) const override { return counters_[c]; }
-    unsigned num_connections() const override { return num_conns_; }
-    size_t conn_state_bytes() const override;
+    uint64_t counter(srcnic_counter_t c) const final { return counters_[c]; }
+    unsigned num_connections() const final { return num_conns_; }
+    size_t conn_state_bytes() const final;
     // The open connections as a JSON array: peer, its incarnation, window, round trip, and
     // what went each way (the agent's status report).
     std::string peers_json() const;
-    srcnic_pd *pd() const override { return pd_; }
-    void *mem_alloc(size_t size) override { return std::aligned_alloc(64, (size + 63) & ~size_t(63)); }
-    void mem_free(void *ptr, size_t) override { std::free(ptr); }
-    bool attached() const override { return false; }
+    srcnic_pd *pd() const final { return pd_; }
+    void *mem_alloc(size_t size) final { return std::aligned_alloc(64, (size + 63) & ~size_t(63)); }
+    void mem_free(void *ptr, size_t) final { std::free(ptr); }
+    bool attached() const final { return false; }
     // Registration in pd() and the WQE check of this NIC's posts (tests).
     srcnic_status_t mr_reg(void *addr, size_t length, unsigned access, srcnic_mr_t **mr_p)
     {
@@ -211,8 +222,14 @@ public:
     // no more than the link's receive queue holds (kMinFullWindow at least).
     uint32_t full_window_for(uint32_t seg_payload) const;
 
-private:
+protected:
     Nic(const srcnic_config_t &config, std::unique_ptr<Link> link);
+    // progress() over link type L (NicOver<L>::progress).
+    template <class L> unsigned progress_over();
+    // The transmit batch goes to the link as an L (NicOver<L>'s constructor).
+    template <class L> void flush_over() { tx_flush_ = &Nic::tx_flush_over<L>; }
+
+private:
     srcnic_status_t init();
     void count(srcnic_counter_t c, uint64_t n = 1) { counters_[c] += n; }
 
@@ -281,7 +298,10 @@ private:
     // if the link had delivered it (no system call, no kernel stack, no checksum: it never
     // leaves memory); false when no buffer is free (then it is sealed and goes through the link).
     bool self_deliver(const struct iovec *iov, uint32_t iovcnt);
-    void tx_flush();
+    // Hands the transmit batch to the link: tx_flush_over<L> (tx_flush.h) for the link's type.
+    void tx_flush() { (this->*tx_flush_)(); }
+    template <class L> void tx_flush_over();
+    void (Nic::*tx_flush_)() = nullptr;
     void check_timers(Connection *c, uint64_t now, bool after_rx);
     void arm_probe(Connection *c, uint64_t now);
     void send_probe(Connection *c);
@@ -293,8 +313,9 @@ private:
     bool tx_idle_until(uint64_t *deadline) const;
 
     // --- rx demux (rx_demux.cc): link -> stages ---
-    // Takes datagrams from the link (inline: defined in rx_poll.h, used only in nic.cc).
-    inline unsigned rx_poll();
+    // Takes datagrams from the link, an L (inline: defined in rx_poll.h, used only in
+    // progress_over).
+    template <class L> inline unsigned rx_poll();
     // The time, for protocol timers and RTT samples, which need microseconds, not the
     // nanoseconds a fresh read costs per use (see FreshClock).
     uint64_t now() { return clock_.now(); }
@@ -407,20 +428,8 @@ private:
     // scatter list.
     uint8_t *read_target(const Connection *c, const PacketHeader &h) const;
 
-    // The link's data-path calls: direct, and their common cases inline (udp_link.h), when it
-    // is a UdpLink.
-    uint32_t link_rx(RxDatagram *slots, uint32_t n)
-    {
-        return udp_ != nullptr ? udp_->rx_burst(slots, n) : link_->rx_burst(slots, n);
-    }
-    uint32_t link_tx(const TxDatagram *dgrams, uint32_t n)
-    {
-        return udp_ != nullptr ? udp_->tx_burst(dgrams, n) : link_->tx_burst(dgrams, n);
-    }
-
     srcnic_config_t config_;
     std::unique_ptr<Link> link_;
-    UdpLink *udp_;                  // link_, if it is a UdpLink
     srcnic_nic_addr_t addr_{};
     uint32_t mtu_ = 0;              // datagram bytes (header included) for every peer
     uint32_t rx_buf_size_ = 0;      // bytes per packet buffer: the largest datagram any peer

@@ -1,9 +1,9 @@
-// The rx demux stage's entry: takes datagrams from the link (and those this NIC sent itself) and
-// hands each to rx_datagram (rx_demux.cc). It is the receive half of progress() and defined in
-// this header, included by nic.cc only, so that it is always inlined there: a receive system
-// call leaves the CPU's return predictions wrong, so each frame between the call and the code
-// that handles its datagram costs a mispredicted return, about 8 ns
-// (perf/results/2026-11-22-engine/NOTES.md).
+// The rx demux stage's entry: takes datagrams from the link, an L (and those this NIC sent
+// itself), and hands each to rx_datagram (rx_demux.cc). It is the receive half of progress()
+// and defined in this header, included by nic_over.h only, so that it is always inlined into
+// NicOver<L>::progress: a receive system call leaves the CPU's return predictions wrong, so
+// each frame between the call and the code that handles its datagram costs a mispredicted
+// return, about 8 ns (perf/results/2026-11-22-engine/NOTES.md).
 #ifndef SRCNIC_NIC_RX_POLL_H
 #define SRCNIC_NIC_RX_POLL_H
 
@@ -13,6 +13,7 @@
 
 namespace srcnic {
 
+template <class L>
 __attribute__((always_inline)) inline unsigned Nic::rx_poll()
 {
     unsigned self = 0;
@@ -40,7 +41,8 @@ __attribute__((always_inline)) inline unsigned Nic::rx_poll()
         rx_slots_[rx_posted_].borrow = true;   // the stack reads it where the link has it
         ++rx_posted_;
     }
-    const uint32_t got = rx_posted_ != 0 ? link_rx(rx_slots_, rx_posted_) : 0;
+    const uint32_t got =
+        rx_posted_ != 0 ? static_cast<L &>(*link_).rx_burst(rx_slots_, rx_posted_) : 0;
     if (got == 0) {
         return self;
     }

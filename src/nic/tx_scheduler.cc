@@ -130,46 +130,6 @@ bool Nic::self_deliver(const struct iovec *iov, uint32_t iovcnt)
     return true;
 }
 
-SRCNIC_HOT void Nic::tx_flush()
-{
-    uint32_t sent = 0;
-    while (sent < tx_count_) {
-        const uint32_t n = link_tx(tx_dgrams_ + sent, tx_count_ - sent);
-        if (n == 0) {
-            break;
-        }
-        sent += n;
-    }
-    for (uint32_t i = 0; i < sent; ++i) {
-        const uint64_t bytes = sizeof(PacketHeader) + tx_pkts_[i].h.payload_len;
-        count(SRCNIC_CNT_TX_PACKETS);
-        count(SRCNIC_CNT_TX_BYTES, bytes);
-        if (Connection *c = tx_conn_[i]) {
-            ++c->tx_packets;
-            c->tx_bytes += bytes;
-        }
-    }
-    // The link would block: forget what it did not take. Sequenced packets are marked for
-    // retransmission (their payload stays with the message), acks are owed again.
-    tx_blocked_ = sent < tx_count_;
-    for (uint32_t i = sent; i < tx_count_; ++i) {
-        Connection *c = tx_conn_[i];
-        const PacketHeader &h = tx_pkts_[i].h;
-        if (c == nullptr || c->state != ConnState::kOpen) {
-            continue;
-        }
-        if (opcode_info(h.opcode).sequenced) {
-            start_resend(c, h.psn, h.psn + 1);
-        } else if (h.opcode == static_cast<uint8_t>(Opcode::kACK)) {
-            c->ack_pending = c->ack_now = true;
-        }
-        activate(c);
-    }
-    tx_count_ = 0;
-    tx_batch_bytes_ = 0;
-    ++tx_batch_id_;   // staging blocks it pointed into are free again
-}
-
 SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
 {
     h->ack_psn = c->expected_psn;

@@ -1,4 +1,4 @@
-// Unit tests for src/link/udp_link.cc, over 127.0.0.1 and ::1 only.
+// Unit tests for src/link/udp_link.cc and udp_link_data.cc, over 127.0.0.1 and ::1 only.
 //
 // The send and receive error paths are made deterministic by an armed mock: this file defines
 // sendmmsg, recvmmsg, sendmsg, recvmsg, sendto, send, recvfrom and recv (the link uses the
