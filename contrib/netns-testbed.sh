@@ -21,8 +21,8 @@
 # own network namespace gets no address, no route and no link, so nothing leaves the test bed.
 # /etc/netns/<ns>/hosts maps n1..nK and hub to their addresses inside the namespaces.
 #
-# In a node, the src transport's device is src_veth0 and UCX tcp's is veth0: pass
-# UCX_NET_DEVICES=src_veth0 (or veth0) explicitly.
+# In a node, the src transport's and UCX tcp's device is veth0: pass UCX_NET_DEVICES=veth0
+# explicitly.
 set -euo pipefail
 
 prefix=${SRCBED_PREFIX:-srcbed}

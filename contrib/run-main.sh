@@ -12,7 +12,7 @@ dir=${SRC_BUILD_DIR:-$top/_build}/main
 np=${SRC_MAIN_NP:-4}
 tls=${SRC_MAIN_TLS:-src,self}
 # The loopback device: this job sends to no other address.
-devices=${SRC_MAIN_DEVICES:-src_lo}
+devices=${SRC_MAIN_DEVICES:-lo}
 
 ucx_src=$("$top/contrib/install-deps.sh" | tail -n 1)
 (cd "$top" && ./autogen.sh)

@@ -14,7 +14,7 @@
 #      matching the installed UCX (contrib/get-ucx-src.sh) and copies it to the scratch dir;
 #   2. applies Debian's patches if needed, then contrib/ucx-gtest.patch (adds src to the UCT, MD
 #      and flush-cancel test lists, caps test_uct_perf's iterations for src as for tcp, and
-#      restricts src to the devices in GTEST_UCT_SRC_DEVICES, default src_lo);
+#      restricts src to the devices in GTEST_UCT_SRC_DEVICES, default lo);
 #      configures UCX like Debian (without verbs/rdmacm, with gtest) and builds it (~10 min on
 #      2 cores the first time; only the patched test files are rebuilt when the patch changes);
 #   3. builds the module the ordinary way, against the installed UCX, from a snapshot of the
@@ -28,7 +28,7 @@
 #      list, prints the summary, and exits non-zero if any test failed, crashed or did not run.
 #
 # Environment: SRC_UCX_GTEST_DIR (scratch dir), SRC_UCX_SRC (use this UCX source tree instead of
-# fetching one), GTEST_UCT_SRC_DEVICES (default src_lo), SRC_UCX_GTEST_TEST_TIMEOUT (per test,
+# fetching one), GTEST_UCT_SRC_DEVICES (default lo), SRC_UCX_GTEST_TEST_TIMEOUT (per test,
 # default 300 s), SRC_UCX_GTEST_RUN_TIMEOUT (per gtest process, default 900 s),
 # SRC_UCX_GTEST_TIMEOUT (whole run, default 3600 s), SRC_UCX_GTEST_SEED (gtest random seed).
 set -euo pipefail
@@ -54,7 +54,7 @@ dir=${SRC_UCX_GTEST_DIR:-$HOME/.cache/srcucx/gtest}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 case "$dir/" in "$top"/*) die "the scratch directory $dir must be outside the repository" ;; esac
-devices=${GTEST_UCT_SRC_DEVICES:-src_lo}
+devices=${GTEST_UCT_SRC_DEVICES:-lo}
 test_timeout=${SRC_UCX_GTEST_TEST_TIMEOUT:-300}
 run_timeout=${SRC_UCX_GTEST_RUN_TIMEOUT:-900}
 total_timeout=${SRC_UCX_GTEST_TIMEOUT:-3600}

@@ -73,7 +73,7 @@ run_column() {   # $1 = column spec; prints "test/size=value ..."
               OMPI_MCA_pml_ucx_devices=any "${vars[@]}")
         launcher=(mpirun -x UCX_TLS -x UCX_NET_DEVICES)
     else
-        vars=(UCX_TLS=src,self UCX_NET_DEVICES=src_veth0 "${vars[@]}")
+        vars=(UCX_TLS=src,self UCX_NET_DEVICES=veth0 "${vars[@]}")
         launcher=("$work/srcrun" --module "$module" mpirun)
     fi
     env "${vars[@]}" timeout 300 "$testbed" mpi "${launcher[@]}" -np "$np" --host "$hosts" \

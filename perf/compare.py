@@ -39,9 +39,9 @@ BED_NET = "198.51.100"
 
 # What each placement uses: devices, addresses, and the nodes processes run on.
 PLACEMENTS = {
-    "loopback": {"src_dev": "src_lo", "tcp_dev": "lo", "server": "127.0.0.1",
+    "loopback": {"src_dev": "lo", "tcp_dev": "lo", "server": "127.0.0.1",
                  "server_node": None, "client_node": None, "ifinc": "lo"},
-    "2nodes": {"src_dev": "src_veth0", "tcp_dev": "veth0", "server": BED_NET + ".2",
+    "2nodes": {"src_dev": "veth0", "tcp_dev": "veth0", "server": BED_NET + ".2",
                "server_node": "n2", "client_node": "n1", "ifinc": BED_NET + ".0/24"},
 }
 

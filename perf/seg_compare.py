@@ -51,7 +51,7 @@ def variant_env(builds, variant):
         env.update(UCX_TLS="tcp,self", UCX_NET_DEVICES="lo")
         return env
     build, seg = variant_build(builds, variant)
-    env.update(UCX_TLS="src,self", UCX_NET_DEVICES="src_lo",
+    env.update(UCX_TLS="src,self", UCX_NET_DEVICES="lo",
                LD_PRELOAD=os.path.join(build, "uct_src/.libs/libuct_src.so"))
     if seg is not None:
         env["UCX_SRC_SEG_SIZE"] = seg

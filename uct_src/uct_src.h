@@ -28,7 +28,6 @@
 
 #define UCT_SRC_NAME            "src"
 #define UCT_SRC_CONFIG_PREFIX   "SRC_"
-#define UCT_SRC_DEV_PREFIX      "src_"     /* device names: src_<interface>, e.g. src_lo */
 #define UCT_SRC_AM_ID_KEEPALIVE 0xffu      /* immediate of an ep_check probe: dropped on arrival */
 #define UCT_SRC_MAX_IOV         (SRCNIC_WQE_MAX_SGE - 1)   /* one gather entry holds the header */
 

@@ -742,12 +742,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     }
 
     dev_name = params->mode.device.dev_name;
-    if (strncmp(dev_name, UCT_SRC_DEV_PREFIX, strlen(UCT_SRC_DEV_PREFIX))) {
-        ucs_error("src: device '%s' is not a src device (src_<interface>)", dev_name);
-        return UCS_ERR_NO_DEVICE;
-    }
-    ucs_strncpy_zero(self->if_name, dev_name + strlen(UCT_SRC_DEV_PREFIX),
-                     sizeof(self->if_name));
+    ucs_strncpy_zero(self->if_name, dev_name, sizeof(self->if_name));
     status = uct_src_iface_find_ip(self->if_name, &self->ip, &self->is_loopback);
     if (status != UCS_OK) {
         return status;

@@ -253,11 +253,11 @@ ucs_status_t uct_src_query_devices(uct_md_h md, uct_tl_device_resource_t **devic
     for (ifa = ifaddrs; ifa != NULL; ifa = ifa->ifa_next) {
         if ((ifa->ifa_addr == NULL) || (ifa->ifa_addr->sa_family != AF_INET) ||
             !(ifa->ifa_flags & IFF_UP) || !(ifa->ifa_flags & IFF_RUNNING) ||
-            (strlen(ifa->ifa_name) + strlen(UCT_SRC_DEV_PREFIX) >= UCT_DEVICE_NAME_MAX)) {
+            (strlen(ifa->ifa_name) >= UCT_DEVICE_NAME_MAX)) {
             continue;
         }
         for (i = 0; i < num_devices; ++i) {
-            if (!strcmp(devices[i].name + strlen(UCT_SRC_DEV_PREFIX), ifa->ifa_name)) {
+            if (!strcmp(devices[i].name, ifa->ifa_name)) {
                 break; /* one device per interface, even with several addresses */
             }
         }
@@ -271,8 +271,10 @@ ucs_status_t uct_src_query_devices(uct_md_h md, uct_tl_device_resource_t **devic
             return UCS_ERR_NO_MEMORY;
         }
         devices = tmp;
-        ucs_snprintf_zero(devices[num_devices].name, sizeof(devices->name), "%s%s",
-                          UCT_SRC_DEV_PREFIX, ifa->ifa_name);
+        /* Named after the interface, as UCX's tcp names its devices: UCX_NET_DEVICES=eth0
+         * selects both, and UCP's client/server flow, which resolves a socket address to an
+         * interface name, finds src there. */
+        ucs_strncpy_zero(devices[num_devices].name, ifa->ifa_name, sizeof(devices->name));
         devices[num_devices].type       = UCT_DEVICE_TYPE_NET;
         devices[num_devices].sys_device = UCS_SYS_DEVICE_ID_UNKNOWN;
         ++num_devices;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # UCX and Open MPI on the node agent: the UCT suite (tests/uct), ucx_perftest at the UCT and UCP
-# levels (tests/uct/perftest.sh) and mpi_check with 2, 4 and 8 ranks, every process attached
+# levels (tests/uct/perftest.sh), UCP's client/server flow (tests/ucp/client_server.sh) and
+# mpi_check with 2, 4 and 8 ranks, every process attached
 # to one srcd (UCX_SRC_MODE=agent) on a socket of this test's own. Checks that the processes
 # really attached (the agent counts them) and that the agent held one connection to itself and
 # its mirror, however many processes talked.
@@ -39,12 +40,18 @@ before=$(attaches)
 run_bounded 900 sh "$top_srcdir/tests/uct/perftest.sh" || fail "ucx_perftest on the agent failed"
 [ "$(attaches)" -gt "$before" ] || fail "ucx_perftest did not attach to the agent"
 
+# UCP's client/server flow (by socket address), every process on the agent.
+before=$(attaches)
+SRC_CS_LOOPBACK_ONLY=1 run_bounded 300 sh "$top_srcdir/tests/ucp/client_server.sh" ||
+    fail "UCP client/server on the agent failed"
+[ "$(attaches)" -gt "$before" ] || fail "the UCP client/server programs did not attach to the agent"
+
 # MPI jobs through srcrun --agent (which finds this agent answering and leaves it running).
 if [ -n "${MPIRUN:-}" ] && [ -x "$top_builddir/tests/mpi/mpi_check" ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     for np in 2 4 8; do
         before=$(attaches)
-        LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=src_lo \
+        LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=lo \
             run_bounded 300 "$srcrun" --agent --srcd "$srcd" --module "$module" "$MPIRUN" -np $np \
             "$top_builddir/tests/mpi/mpi_check" >"$scratch/mpi.txt" 2>&1 ||
             { cat "$scratch/mpi.txt"; fail "MPI job of $np ranks on the agent failed"; }
@@ -58,5 +65,5 @@ fi
 "$srcctl" -s "$sock"
 conns=$("$srcctl" -s "$sock" --json | sed -n 's/.*"connections":\([0-9]*\).*/\1/p')
 [ "$conns" -le 2 ] || fail "the agent holds $conns connections for traffic among its own processes"
-echo "PASS: UCT suite, ucx_perftest and MPI jobs on the node agent"
+echo "PASS: UCT suite, ucx_perftest, UCP client/server and MPI jobs on the node agent"
 exit 0

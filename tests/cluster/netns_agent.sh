@@ -30,7 +30,7 @@ run_bounded 60 "$testbed" agents "$srcd" -l info --log-file "$scratch/srcd.log" 
 
 hosts=$(seq 1 $nodes | sed "s/.*/n&:$per_node/" | paste -sd, -)
 np=$((nodes * per_node))
-LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=src_veth0 UCX_SRC_MODE=agent \
+LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=veth0 UCX_SRC_MODE=agent \
     run_bounded 600 "$testbed" mpi "$srcrun" --module "$module" mpirun --host "$hosts" \
     --bind-to none "$prog" >"$scratch/out.txt" 2>&1 ||
     { cat "$scratch/out.txt"; tail -n 40 "$scratch/srcd.log"; fail "MPI job of $np ranks on $nodes nodes' agents failed"; }

@@ -46,7 +46,7 @@ preload="${preload%"$module"}$scratch/libsrc_probe.so:$module"
 
 # The victims: rounds of mpi_check until the attack is over (at most 240 s). The probe prints
 # each engine's address when it starts and its counters when it goes.
-LD_PRELOAD="$preload" SRC_PROBE_REPORT=1 UCX_TLS=src,self UCX_NET_DEVICES=src_veth0 \
+LD_PRELOAD="$preload" SRC_PROBE_REPORT=1 UCX_TLS=src,self UCX_NET_DEVICES=veth0 \
     run_bounded 300 "$testbed" mpi "$srcrun" --module "$module" mpirun --host n1:1,n2:1 \
     --bind-to none -x SRC_PROBE_REPORT "$prog" --until "$scratch/stop" 240 \
     >"$scratch/job.txt" 2>&1 &

@@ -33,7 +33,7 @@ cc_probe || fail "cannot build perf/src_probe.c"
 preload=$(module_preload)
 preload="${preload%"$module"}$scratch/libsrc_probe.so:$module"
 LD_PRELOAD="$preload" SRC_PROBE_REPORT=1 \
-    UCX_TLS=src,self UCX_NET_DEVICES=src_veth0 \
+    UCX_TLS=src,self UCX_NET_DEVICES=veth0 \
     run_bounded 300 "$testbed" mpi "$srcrun" --module "$module" mpirun --host n1:2,n2:2 \
     --bind-to none -x SRC_PROBE_REPORT --mca pml_base_verbose 10 \
     sh -c 'echo "rank-host $(hostname)"; exec "$0"' "$prog" >"$scratch/out.txt" 2>&1 ||

@@ -37,7 +37,7 @@ echo "job keys: one per launch ($first, $second), the caller's kept"
 # send to no other address).
 for tls in src,self src,self,sm; do
     for np in 2 4 8; do
-        LD_PRELOAD=$(module_preload) UCX_TLS=$tls UCX_NET_DEVICES=src_lo \
+        LD_PRELOAD=$(module_preload) UCX_TLS=$tls UCX_NET_DEVICES=lo \
             run_bounded 300 "$srcrun" --module "$module" "$MPIRUN" -np $np \
             --mca pml_base_verbose 10 "$prog" >out.txt 2>&1 ||
             { cat out.txt; fail "MPI job (UCX_TLS=$tls, np=$np) failed"; }

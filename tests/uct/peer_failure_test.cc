@@ -1,5 +1,5 @@
 // Peer failure across two processes: a child (this program re-executed, see ChildEntry) opens
-// its own src iface on src_lo, hands its addresses and an rkey over a pipe and serves active
+// its own src iface on lo, hands its addresses and an rkey over a pipe and serves active
 // messages and RMA; the parent kills it with SIGKILL while operations are outstanding. With
 // UCX_SRC_PEER_TIMEOUT=1s the parent's error handler reports the ep within the bound, the
 // outstanding operations complete with an error, and the ep can still be flushed with CANCEL
@@ -184,7 +184,7 @@ protected:
         alarm(0);
     }
 
-    // Re-executes this program as a child serving on src_lo; reads its hello.
+    // Re-executes this program as a child serving on lo; reads its hello.
     void spawn_child()
     {
         char exe[PATH_MAX];

@@ -1,13 +1,13 @@
 #!/bin/sh
 # ucx_perftest over the src transport, server and client as two processes on loopback: UCT
-# level (-x src -d src_lo: active messages short/short-iov/bcopy/zcopy, put, get) and UCP level
+# level (-x src -d lo: active messages short/short-iov/bcopy/zcopy, put, get) and UCP level
 # (UCX_TLS=src,self: tag matching eager and rendezvous, sync, active messages, RMA, stream, the
 # error-handling and wake-up modes). Each test must complete and print its final figures.
 . "$top_srcdir/tests/common.sh"
 
 command -v ucx_perftest >/dev/null || { echo "SKIP: ucx_perftest not installed"; exit 77; }
 command -v ss >/dev/null || { echo "SKIP: ss not installed"; exit 77; }
-export UCX_NET_DEVICES=src_lo
+export UCX_NET_DEVICES=lo
 preload=$(module_preload)
 port=$((20000 + $$ % 20000))
 log=$(mktemp)
@@ -41,7 +41,7 @@ run() {
     fi
 }
 
-uct="-x src -d src_lo -n 2000 -w 100"
+uct="-x src -d lo -n 2000 -w 100"
 run am_lat_short     -t am_lat $uct -D short -s 8
 run am_lat_bcopy     -t am_lat $uct -D bcopy -s 1024
 run am_lat_zcopy     -t am_lat $uct -D zcopy -s 4096

@@ -12,7 +12,7 @@
 # the first size sent by rendezvous.
 rndv_thresh() {
     out=$(for kv in "$@"; do export "$kv"; done
-          UCX_TLS=src UCX_NET_DEVICES=src_lo LD_PRELOAD="$(module_preload)" \
+          UCX_TLS=src UCX_NET_DEVICES=lo LD_PRELOAD="$(module_preload)" \
               run_bounded 60 ucx_info -e -u t 2>&1) ||
         { echo "$out" >&2; fail "ucx_info -e over src failed ($*)"; }
     line=$(echo "$out" | grep " tag_send: ") || { echo "$out" >&2; fail "no tag_send line ($*)"; }

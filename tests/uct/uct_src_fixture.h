@@ -1,5 +1,5 @@
 // Fixture for the src transport's UCT tests: the src component's MD, two interfaces ("a" and
-// "b") on src_lo in one process, each with its own worker so that a test can progress one side
+// "b") on lo in one process, each with its own worker so that a test can progress one side
 // and not the other, endpoints both ways, and bounded progress loops (a watchdog on every wait,
 // never a bare sleep). Tests see only the public UCT API (uct/api/uct.h); src_internal.h adds
 // the few white-box hooks they need (engine counters, a quiet side, the endpoint's size).
@@ -23,7 +23,7 @@
 namespace uct_src_test {
 
 constexpr const char *kTlName   = "src";
-constexpr const char *kDevName  = "src_lo";   // tests send only to loopback addresses
+constexpr const char *kDevName  = "lo";   // tests send only to loopback addresses
 constexpr size_t kRxHeadroom    = 24;         // what UCP would ask for, bytes
 constexpr uint8_t kAmId         = 5;          // the id the recording handlers listen on
 constexpr double kWatchdog      = 20.0;       // default bound of every wait, s
