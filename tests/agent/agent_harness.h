@@ -234,8 +234,11 @@ public:
             wait_pid(pid_, 10);
         }
         pid_ = -1;
+        status_ = status;
         return status != -1;
     }
+    // The wait status of the agent stop() ended (-1: it had to be killed).
+    int exit_status() const { return status_; }
 
     // Open descriptors and resident memory of the agent (leak checks).
     size_t fd_count() const
@@ -310,6 +313,7 @@ private:
     std::vector<std::string> args_;
     std::string socket_;
     pid_t pid_ = -1;
+    int status_ = -1;
 };
 
 // The number after "key": in a JSON text, from position from; -1 if absent.

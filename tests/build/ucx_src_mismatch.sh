@@ -12,15 +12,27 @@ sed -e 's/^define(\[ucx_ver_minor\], *[0-9]*)/define([ucx_ver_minor], 99)/' \
     "$ucx_src_dir/configure.ac" >"$scratch/ucx/configure.ac"
 fake_version=$(echo "$ucx_version" | sed 's/^\([0-9]*\)\.[0-9]*/\1.99/')
 
+# configure runs from a source tree of links to ours: a tree configured in place (the README's
+# "./configure && make && make check") refuses a second configure elsewhere, and the links
+# leave out what that configure made.
+mkdir "$scratch/src"
+for f in "$top_srcdir"/* "$top_srcdir"/.[!.]*; do
+    case "${f##*/}" in
+        config.status|config.log|config.h|Makefile|libtool|stamp-h1|_build|.git) ;;
+        *) [ -e "$f" ] && ln -s "$(cd "$(dirname "$f")" && pwd)/${f##*/}" "$scratch/src/" ;;
+    esac
+done
+configure="$scratch/src/configure"
+
 cd "$scratch/build"
-if run_bounded 120 "$top_srcdir/configure" --with-ucx-src="$scratch/ucx" >out.txt 2>&1; then
+if run_bounded 120 "$configure" --with-ucx-src="$scratch/ucx" >out.txt 2>&1; then
     fail "configure accepted UCX source $fake_version for installed UCX $ucx_version"
 fi
 grep -q "is version $fake_version, but the installed UCX libraries are version $ucx_version" out.txt ||
     { cat out.txt; fail "configure's message does not name both versions"; }
 
 # And a directory that is no UCX tree at all gets the how-to-fix message.
-if run_bounded 120 "$top_srcdir/configure" --with-ucx-src="$scratch/nothing" >out2.txt 2>&1; then
+if run_bounded 120 "$configure" --with-ucx-src="$scratch/nothing" >out2.txt 2>&1; then
     fail "configure accepted a missing UCX source tree"
 fi
 grep -q "contrib/get-ucx-src.sh" out2.txt || { cat out2.txt; fail "no hint how to get the source"; }

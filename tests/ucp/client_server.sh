@@ -34,8 +34,9 @@ run_case() {
     label=$1 ip=$2 on_server=$3 on_client=$4
     out="$scratch/$label"
     mkdir -p "$out"
+    : >"$out/server.txt"   # there before the server writes it: read from the first poll on
     # shellcheck disable=SC2086
-    timeout --kill-after=5 120 $on_server "$prog" server "$ip" 4 >"$out/server.txt" 2>&1 &
+    timeout --kill-after=5 120 $on_server "$prog" server "$ip" 4 >>"$out/server.txt" 2>&1 &
     server=$!
     port=
     tries=0
