@@ -710,7 +710,10 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->async_seen     = 0;
     self->async_runs     = 0;
     self->tx_coalesce    = ucs_time_from_sec(config->tx_coalesce);
-    self->tx_doorbell    = 0;
+    /* As if the last doorbell rang one coalescing window ago, so that the first send rings it
+     * (modular: now - tx_doorbell is tx_coalesce at once, however little the clock has run
+     * since the machine started). */
+    self->tx_doorbell    = ucs_get_time() - self->tx_coalesce;
     self->tx_outstanding = 0;
     self->rx_posted      = 0;
     self->pending_ep     = NULL;
