@@ -397,6 +397,55 @@ TEST_F(NicBasic, arm__completion_from_background_progress_wakes_fd)
     EXPECT_TRUE(readable(b->event_fd(), 5000));        // the completion woke the NIC's fd
 }
 
+// srcnic_qp_destroy (include/srcnic/srcnic.h): a QP destroyed with a large SEND half on the wire
+// abandons it without a completion (its completion queue goes with it), and the rest of the
+// message goes as NOPs: the receiver gets its buffer back as CANCELED, never a torn message, and
+// the next message to it, from the QP that takes the freed slot, arrives whole. The freed QP's
+// number is not the new QP's.
+TEST_F(NicBasic, qp_destroy__abandons_work_and_the_peer_sees_no_torn_message)
+{
+    const uint32_t len = 4 << 20;
+    auto data = pattern(len, 9);
+    std::vector<uint8_t> rbuf(len, 0);
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(1, rbuf.data(), len)));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b_, 1, data.data(), len)));
+    // Part of it out: the receiver has begun placing it.
+    ASSERT_TRUE(progress_until(nics_.all(), [&] {
+        return nics_.nic(1)->counter(SRCNIC_CNT_RX_PACKETS) >= 4;
+    }));
+    const uint32_t old_qpn = qa_->qpn();
+    nics_.nic(0)->qp_destroy(qa_);
+    qa_ = nullptr;
+    srcnic_cqe_t rc;
+    ASSERT_TRUE(poll_one(nics_.all(), qb_, &rc));
+    EXPECT_EQ(1u, rc.wr_id);
+    EXPECT_EQ(SRCNIC_ERR_CANCELED, rc.status) << "the receiver got a torn message";
+    EXPECT_EQ(0u, rc.byte_len);
+
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa2;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, &qa2));
+    EXPECT_NE(old_qpn, qa2->qpn());
+    auto next = pattern(100000, 10);
+    std::vector<uint8_t> rbuf2(next.size(), 0);
+    ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(2, rbuf2.data(), static_cast<uint32_t>(rbuf2.size()))));
+    ASSERT_EQ(SRCNIC_OK, qa2->post_send(make_send(to_b_, 2, next.data(), static_cast<uint32_t>(next.size()))));
+    ASSERT_TRUE(poll_one(nics_.all(), qb_, &rc));
+    EXPECT_EQ(2u, rc.wr_id);
+    EXPECT_EQ(SRCNIC_OK, rc.status);
+    EXPECT_EQ(next.size(), rc.byte_len);
+    EXPECT_EQ(next, rbuf2);
+    EXPECT_EQ(qa2->qpn(), rc.src_qpn);
+    srcnic_cqe_t sc;
+    ASSERT_TRUE(poll_one(nics_.all(), qa2, &sc));
+    EXPECT_EQ(2u, sc.wr_id) << "a completion of the destroyed QP's work reached its successor";
+    EXPECT_EQ(SRCNIC_OK, sc.status);
+    EXPECT_FALSE(progress_until(nics_.all(), [&] { return qa2->poll_cq(&sc, 1) == 1; }, 0.2))
+        << "a completion of the destroyed QP's work reached its successor";
+    nics_.nic(0)->qp_destroy(qa2);
+}
+
 } // namespace
 } // namespace test
 } // namespace srcnic
