@@ -61,6 +61,8 @@ typedef struct uct_src_md {
     srcnic_pd_t       *pd;          /* regions every src iface of this process serves */
     pthread_mutex_t   lock;
     khash_t(uct_src_regions) regions; /* registered ranges (address, length) */
+    pthread_mutex_t   ifaces_lock;  /* guards ifaces; taken before any iface's async lock */
+    ucs_list_link_t   ifaces;       /* the open ifaces of this md: their engines serve pd */
 } uct_src_md_t;
 
 typedef struct uct_src_mem {
@@ -171,6 +173,7 @@ typedef struct uct_src_iface {
     uct_am_callback_t     am_stub_cb;    /* UCX's handler of an AM id nobody registered (what
                                             every id holds when the iface opens) */
     unsigned long         rx_am_dropped; /* messages dropped: their AM id has no handler */
+    ucs_list_link_t       md_elem;       /* in its md's ifaces */
 } uct_src_iface_t;
 
 

@@ -870,6 +870,9 @@ engine_ready:
             goto err_cleanup_tx_small_mp;
         }
     }
+    pthread_mutex_lock(&md->ifaces_lock);
+    ucs_list_add_tail(&md->ifaces, &self->md_elem);
+    pthread_mutex_unlock(&md->ifaces_lock);
     ucs_debug("src: iface %p on %s (%s) qpn %u seg_size %zu", self, self->if_name,
               self->attached ? "node agent" : "embedded engine", srcnic_qp_num(self->qp),
               self->seg_size);
@@ -891,7 +894,14 @@ err_destroy_nic:
 
 static UCS_CLASS_CLEANUP_FUNC(uct_src_iface_t)
 {
+    uct_src_md_t *md = ucs_derived_of(self->super.md, uct_src_md_t);
     uct_src_ep_t *ep, *tmp;
+
+    /* First, before anything takes the async lock: an invalidation holds the list's lock
+     * while it takes the ifaces' async locks. */
+    pthread_mutex_lock(&md->ifaces_lock);
+    ucs_list_del(&self->md_elem);
+    pthread_mutex_unlock(&md->ifaces_lock);
 
     if (self->async_timer_id >= 0) {
         ucs_async_remove_handler(self->async_timer_id, 1);

@@ -9,6 +9,7 @@
 
 #include "uct_src.h"
 
+#include <ucs/async/async.h>
 #include <ucs/debug/log.h>
 #include <ucs/debug/memtrack_int.h>
 #include <ucs/sys/string.h>
@@ -122,6 +123,30 @@ static ucs_status_t uct_src_mem_reg(uct_md_h tl_md, void *address, size_t length
     return UCS_OK;
 }
 
+/* Invalidation: after the keys of a range died, waits until no engine serving this md can still
+ * touch it. Each engine checks the key again before every packet that reads or writes memory;
+ * holding an iface's async lock keeps its engine out of its progress (every engine call runs
+ * under it), so none is between such a check and its access, and srcnic_nic_fence_memory()
+ * writes what the engine collected (and, attached, waits for the agent's current pass). */
+static void uct_src_md_fence(uct_src_md_t *md)
+{
+    uct_src_iface_t *iface;
+    ucs_async_context_t *async;
+
+    pthread_mutex_lock(&md->ifaces_lock);
+    ucs_list_for_each(iface, &md->ifaces, md_elem) {
+        async = iface->super.worker->async;
+        if (async != NULL) {
+            UCS_ASYNC_BLOCK(async);
+        }
+        srcnic_nic_fence_memory(iface->nic);
+        if (async != NULL) {
+            UCS_ASYNC_UNBLOCK(async);
+        }
+    }
+    pthread_mutex_unlock(&md->ifaces_lock);
+}
+
 static ucs_status_t uct_src_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_params_t *params)
 {
     uct_src_md_t *md = ucs_derived_of(tl_md, uct_src_md_t);
@@ -151,6 +176,9 @@ static ucs_status_t uct_src_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_par
         r = NULL;
     }
     pthread_mutex_unlock(&md->lock);
+    if ((r != NULL) && (r->num_comps != 0)) {
+        uct_src_md_fence(md);
+    }
     if (r != NULL) {
         for (i = 0; i < r->num_comps; ++i) {
             uct_invoke_completion(r->comps[i], UCS_OK);
@@ -221,6 +249,8 @@ static ucs_status_t uct_src_md_open(uct_component_t *component, const char *md_n
     }
     pthread_mutex_init(&md->lock, NULL);
     kh_init_inplace(uct_src_regions, &md->regions);
+    pthread_mutex_init(&md->ifaces_lock, NULL);
+    ucs_list_head_init(&md->ifaces);
     md->super.ops       = &uct_src_md_ops;
     md->super.component = &uct_src_component;
     *md_p               = &md->super;

@@ -287,6 +287,16 @@ SRCNIC_API srcnic_status_t srcnic_mr_reg(srcnic_nic_t *nic, void *addr, size_t l
 /* The key a peer presents to access the region; unguessable, never reused by the NIC. */
 SRCNIC_API uint64_t srcnic_mr_rkey(const srcnic_mr_t *mr);
 SRCNIC_API void srcnic_mr_dereg(srcnic_mr_t *mr);
+/* Invalidation: once a region of this process is deregistered, returns when nic holds no remote
+ * access it accepted earlier that could still touch the region's memory. An access is checked
+ * against the region's key when accepted and again before each packet of it reads or writes
+ * memory (a READ answer resent after a loss included), so a dead key stops it; this call waits
+ * out the one that may be between its check and its access, and writes what the NIC collected
+ * for the process's memory. After srcnic_mr_dereg() and this call on every NIC that serves the
+ * region's protection domain, the memory may be freed. Calls on nic must be serialized with its
+ * progress as usual. An attached NIC asks its agent (one round trip): CONNECTION_RESET if the
+ * agent is gone, which touches nothing any more either. */
+SRCNIC_API srcnic_status_t srcnic_nic_fence_memory(srcnic_nic_t *nic);
 
 /* --- destinations ---------------------------------------------------------------------- */
 

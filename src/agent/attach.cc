@@ -448,6 +448,12 @@ bool AttachedNic::stats(StatsReply *reply) const
     return call(&req, sizeof(req), MsgType::kStatsReply, reply, sizeof(*reply));
 }
 
+srcnic_status_t AttachedNic::fence_memory()
+{
+    StatsReply reply;
+    return stats(&reply) ? SRCNIC_OK : SRCNIC_ERR_CONNECTION_RESET;
+}
+
 uint64_t AttachedNic::counter(srcnic_counter_t c) const
 {
     StatsReply reply = {};

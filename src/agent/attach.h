@@ -49,6 +49,9 @@ public:
     void *mem_alloc(size_t size) override;
     void mem_free(void *ptr, size_t size) override;
     bool attached() const override { return true; }
+    // A round trip to the agent, which answers between two passes of its engine: by then the
+    // pass that may have been between a key check and its access ended, with the write-behind.
+    srcnic_status_t fence_memory() override;
 
     bool dead() const { return dead_; }
     pid_t agent_pid() const { return agent_pid_; }

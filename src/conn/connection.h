@@ -79,6 +79,9 @@ struct TxMsg {
     QpContext *qp = nullptr;   // requests: the QP that completes it; nullptr once cancelled
     Owner *owner = nullptr;    // READ_RESP: whose memory it reads (nullptr once that stopped)
     uint64_t src_addr = 0;     // READ_RESP: first byte of the local source
+    uint64_t src_rkey = 0;     // READ_RESP: the key the READ named, checked again before each
+                               // packet reads the source (a region invalidated meanwhile is
+                               // read no more)
     srcnic_wqe_t wqe;          // requests: the WQE as posted (sge list, inline data, wr_id)
     TxMsg *next = nullptr;     // FIFO / free list link
 

@@ -66,6 +66,9 @@ struct srcnic_nic {
     virtual void mem_free(void *ptr, size_t size) = 0;
     // An attachment to the node agent (else this process's own engine).
     virtual bool attached() const = 0;
+    // Returns once nothing the NIC accepted before the call still has to touch this process's
+    // memory unchecked (srcnic_nic_fence_memory).
+    virtual srcnic_status_t fence_memory() = 0;
 };
 
 struct srcnic_pd {
@@ -207,6 +210,13 @@ public:
     void *mem_alloc(size_t size) final { return std::aligned_alloc(64, (size + 63) & ~size_t(63)); }
     void mem_free(void *ptr, size_t) final { std::free(ptr); }
     bool attached() const final { return false; }
+    // This process's engine: the caller serializes calls on the NIC, so none is between a key
+    // check and the access it allows; what waits in the write-behind lands now.
+    srcnic_status_t fence_memory() final
+    {
+        flush_writes();
+        return SRCNIC_OK;
+    }
     // Registration in pd() and the WQE check of this NIC's posts (tests).
     srcnic_status_t mr_reg(void *addr, size_t length, unsigned access, srcnic_mr_t **mr_p)
     {

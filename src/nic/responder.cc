@@ -215,6 +215,7 @@ bool Nic::respond_read(Connection *c, const PacketHeader &h)
     m->owner = qp->owner();
     m->job_key = h.job_key;
     m->src_addr = h.addr;
+    m->src_rkey = h.rkey;
     m->req_psn = h.psn;
     m->local_qpn = h.dst_qpn;
     m->peer_qpn = h.src_qpn;

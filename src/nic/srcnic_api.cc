@@ -72,6 +72,11 @@ srcnic_status_t srcnic_nic_arm(srcnic_nic_t *nic)
     return nic->arm();
 }
 
+srcnic_status_t srcnic_nic_fence_memory(srcnic_nic_t *nic)
+{
+    return nic->fence_memory();
+}
+
 uint64_t srcnic_nic_counter(const srcnic_nic_t *nic, srcnic_counter_t counter)
 {
     return counter < SRCNIC_CNT_LAST ? nic->counter(counter) : 0;

@@ -209,6 +209,14 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
         case Opcode::kREAD_RESP:
             h->addr = offset;
             h->req_psn = m->req_psn;
+            if (plen != 0 && m->owner != nullptr &&
+                !m->owner->mrs.check(m->src_rkey, m->src_addr + offset, plen,
+                                     SRCNIC_ACCESS_REMOTE_READ)) {
+                // Its region was deregistered (invalidated) since the READ was accepted: the
+                // source may be freed memory now, and is not read again.
+                count(SRCNIC_CNT_ACCESS_ERRORS);
+                m->owner = nullptr;
+            }
             if (plen != 0 && m->owner != nullptr) {
                 iov[0].iov_base = reinterpret_cast<void *>(m->src_addr + offset);
                 iov[0].iov_len = plen;
@@ -225,8 +233,9 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
                 }
             }
             if (m->owner == nullptr) {
-                // The rest of the answer cannot be read (its owner detached or its memory is
-                // gone): each remaining PSN goes as an error answer to the READ (§3.5).
+                // The rest of the answer cannot be read (its owner detached, its memory is gone
+                // or its region invalidated): each remaining PSN goes as an error answer to
+                // the READ (§3.5).
                 h->opcode = static_cast<uint8_t>(Opcode::kERR_RESP);
                 h->imm = static_cast<uint32_t>(static_cast<int32_t>(SRCNIC_ERR_REMOTE_ACCESS));
                 h->addr = 0;

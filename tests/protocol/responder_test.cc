@@ -475,6 +475,43 @@ TEST_F(Responder, respond_read__zero_bytes_is_one_empty_read_resp)
     EXPECT_EQ(kFlagFirst | kFlagLast, r.h.flags & (kFlagFirst | kFlagLast));
 }
 
+// Invalidation with a READ answer in flight (srcnic_nic_fence_memory): the answer went out and
+// its acknowledgement is lost; the region is deregistered meanwhile (its memory may be freed
+// next). The retransmission must not read the region again: it goes as an error answer to the
+// READ, never as READ_RESP with whatever the memory holds by then.
+TEST_F(Responder, respond_read__region_invalidated_before_a_retransmission_is_not_read_again)
+{
+    std::vector<uint8_t> *mem;
+    srcnic_mr_t *mr = region(SRCNIC_ACCESS_REMOTE_READ, &mem);
+    PacketHeader h = request(Opcode::kREAD_REQ, 2);
+    h.addr = reinterpret_cast<uint64_t>(mem->data());
+    h.rkey = mr->rkey;
+    h.msg_len = 3000;
+    peer_->send(h);
+    // expect READ_RESP psn 1..4 with the region's bytes; acknowledge none of them
+    Packet r;
+    ASSERT_TRUE(await([](const Packet &p) { return p.h.opcode == kReadResp && (p.h.flags & kFlagLast); }, &r));
+    peer_->receive();   // anything else already out (a retransmission after the RTO)
+    // deregister the region, fence, and overwrite its memory (as a reuse would)
+    Counters before(*nic_);
+    nic_->mr_dereg(mr);
+    mrs_.erase(std::find(mrs_.begin(), mrs_.end(), mr));
+    ASSERT_EQ(SRCNIC_OK, srcnic_nic_fence_memory(nic_.get()));
+    std::fill(mem->begin(), mem->end(), 0xee);
+    // expect the retransmission of PSN 1 after the RTO: an error answer to READ psn 2
+    std::vector<Packet> between;
+    ASSERT_TRUE(await([](const Packet &p) { return p.h.psn == 1; }, &r, &between));
+    between.push_back(r);
+    for (const Packet &p : between) {
+        EXPECT_NE(kReadResp, p.h.opcode) << "the invalidated region was read again: " << to_string(p.h);
+    }
+    EXPECT_EQ(kErrResp, r.h.opcode) << to_string(r.h);
+    EXPECT_EQ(2u, r.h.req_psn);
+    EXPECT_EQ(SRCNIC_ERR_REMOTE_ACCESS, static_cast<srcnic_status_t>(static_cast<int32_t>(r.h.imm)));
+    EXPECT_EQ(0u, r.h.payload_len);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_ACCESS_ERRORS));
+}
+
 TEST_F(Responder, respond_read__forged_rkey_or_no_read_access_is_rejected)
 {
     std::vector<uint8_t> *mem;
