@@ -625,7 +625,22 @@ TEST_F(RxDemuxAutoBuffers, rx_poll__a_whole_window_of_reordering_keeps_every_pac
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_DROP_OUT_OF_WINDOW));
 }
 
-using RxDemuxResets = OwnRequestsSlowRto;
+class RxDemuxResets : public OwnRequestsSlowRto {
+protected:
+    // SEND 1 out and acknowledged (the Nic knows our connection id), then SEND 2 out: *p.
+    void second_send_out(Packet *p)
+    {
+        post_send(1, 10);
+        ASSERT_TRUE(await_psn(1, p));
+        peer_->nic_conn(p->h.src_conn);
+        ack_nic(2, 1);
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(await_cqe(qp_, &cqe));
+        ASSERT_EQ(SRCNIC_OK, cqe.status);
+        post_send(2, 10);
+        ASSERT_TRUE(await_psn(2, p));
+    }
+};
 
 // --- §5.6 resets ---
 
@@ -667,18 +682,10 @@ TEST_F(RxDemuxResets, rx_control__rst_fails_connection_and_outstanding_requests)
 TEST_F(RxDemuxResets, rx_control__rst_from_peer_that_dropped_connection_fails_it)
 {
     Counters before(*nic_);
-    post_send(1, 10);
     Packet p;
-    ASSERT_TRUE(await_psn(1, &p));
-    peer_->nic_conn(p.h.src_conn);
-    // receive ACK of psn 1 (the Nic learns our connection id) / expect the SEND completed
-    ack_nic(2, 1);
-    srcnic_cqe_t cqe;
-    ASSERT_TRUE(await_cqe(qp_, &cqe));
-    ASSERT_EQ(SRCNIC_OK, cqe.status);
-    post_send(2, 10);
-    ASSERT_TRUE(await_psn(2, &p));
+    ASSERT_NO_FATAL_FAILURE(second_send_out(&p));
     EXPECT_EQ(kPeerConn, p.h.dst_conn);
+    srcnic_cqe_t cqe;
     // the peer has dropped its side meanwhile; it answers psn 2 as rx demux answers a packet
     // naming a connection it no longer has (WRONG_GEN): RST with dst_conn = the Nic's id
     // expect CONN_FAILED and the SEND completed with CONNECTION_RESET (§5.6: an RST fails the
@@ -694,15 +701,8 @@ TEST_F(RxDemuxResets, rx_control__rst_from_peer_that_dropped_connection_fails_it
 TEST_F(RxDemuxResets, rx_datagram__rst_from_another_incarnation_is_dropped)
 {
     Counters before(*nic_);
-    post_send(1, 10);
     Packet p;
-    ASSERT_TRUE(await_psn(1, &p));
-    peer_->nic_conn(p.h.src_conn);
-    ack_nic(2, 1);
-    srcnic_cqe_t cqe;
-    ASSERT_TRUE(await_cqe(qp_, &cqe));
-    post_send(2, 10);
-    ASSERT_TRUE(await_psn(2, &p));
+    ASSERT_NO_FATAL_FAILURE(second_send_out(&p));
     // receive an RST naming the Nic's connection from the peer's address with another
     // incarnation: no engine sends that (a restarted one does not answer the old incarnation's
     // packets, PROTOCOL.md §7.3), so it is forged / expect DROP_WRONG_PEER, the connection and
