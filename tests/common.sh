@@ -33,3 +33,17 @@ module_preload() {
     fi
 }
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0}"
+
+# own_testbed NAME: the test's own namespace test bed (prefix NAME and the test's pid, so that a
+# developer's bed, on the default prefix, is left alone) and a scratch directory, both removed
+# when the test exits. Sets testbed (the bed's script), scratch and SRCBED_PREFIX; lets Open MPI
+# run as root. The caller brings the bed up with as many nodes as it needs.
+own_testbed() {
+    testbed="$top_srcdir/contrib/netns-testbed.sh"
+    SRCBED_PREFIX=$1$$
+    export SRCBED_PREFIX OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    scratch=$(mktemp -d)
+    trap '"$testbed" down >/dev/null 2>&1; rm -rf "$scratch"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}

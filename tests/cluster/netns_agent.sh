@@ -8,21 +8,14 @@
 . "$top_srcdir/tests/common.sh"
 
 need_netns
+own_testbed srcagt
 
-testbed="$top_srcdir/contrib/netns-testbed.sh"
 srcrun="$top_builddir/contrib/srcrun"
 srcd="$top_builddir/src/srcd"
 srcctl="$top_builddir/src/srcctl"
 prog="$top_builddir/tests/mpi/mpi_check"
 nodes=4
 per_node=4
-SRCBED_PREFIX=srcagt$$
-export SRCBED_PREFIX OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-scratch=$(mktemp -d)
-trap '"$testbed" down >/dev/null 2>&1; rm -rf "$scratch"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 run_bounded 60 "$testbed" up $nodes >"$scratch/up.txt" 2>&1 || { cat "$scratch/up.txt"; fail "test bed did not come up"; }
 run_bounded 60 "$testbed" agents "$srcd" -l info --log-file "$scratch/srcd.log" ||

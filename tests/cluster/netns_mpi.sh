@@ -7,18 +7,10 @@
 . "$top_srcdir/tests/common.sh"
 
 need_netns
+own_testbed srcchk
 
-testbed="$top_srcdir/contrib/netns-testbed.sh"
 srcrun="$top_builddir/contrib/srcrun"
 prog="$top_builddir/tests/mpi/mpi_check"
-# A bed of our own, so that a developer's bed (default prefix) is left alone.
-SRCBED_PREFIX=srcchk$$
-export SRCBED_PREFIX OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-
-scratch=$(mktemp -d)
-trap '"$testbed" down >/dev/null 2>&1; rm -rf "$scratch"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 run_bounded 60 "$testbed" up 2 >"$scratch/up.txt" 2>&1 || { cat "$scratch/up.txt"; fail "test bed did not come up"; }
 

@@ -210,9 +210,6 @@ static void server_conn(ucp_conn_request_h req, void *arg)
     if (status != UCS_OK) {
         die("server ucp_ep_create", status);
     }
-    if (getenv("SRC_CS_VERBOSE") != NULL) {
-        fprintf(stderr, "server: client slot %u ep %p\n", srv.accepted, (void*)c->ep);
-    }
     ++srv.accepted;
 }
 
@@ -300,10 +297,6 @@ static void server_send_pending(void)
                 die("server ucp_am_recv_data_nbx", UCS_ERR_IO_ERROR);
             }
         }
-        if (getenv("SRC_CS_VERBOSE") != NULL) {
-            fprintf(stderr, "server: echo %s %llx (%zu bytes) to ep %p\n", p->tag ? "tag" : "am",
-                    (unsigned long long)p->tag, p->len, (void*)ep);
-        }
         if (p->tag) {
             req = ucp_tag_send_nbx(ep, p->data, p->len, p->tag | REPLY_BIT, &rp);
         } else {
@@ -369,19 +362,11 @@ static void server_streams(void)
                 if (c->id_req == NULL) {
                     c->id = c->id_buf;
                 }
-                if ((c->id != 0) && (getenv("SRC_CS_VERBOSE") != NULL)) {
-                    fprintf(stderr, "server: ep %p is client %llu\n", (void*)c->ep,
-                            (unsigned long long)c->id);
-                }
             } else if (!UCS_PTR_IS_ERR(c->id_req) &&
                        ucp_request_check_status(c->id_req) == UCS_OK) {
                 ucp_request_free(c->id_req);
                 c->id_req = NULL;
                 c->id     = c->id_buf;
-                if (getenv("SRC_CS_VERBOSE") != NULL) {
-                    fprintf(stderr, "server: ep %p is client %llu (later)\n", (void*)c->ep,
-                            (unsigned long long)c->id);
-                }
             }
             continue;
         }

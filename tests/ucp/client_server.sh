@@ -15,18 +15,8 @@
 
 prog="$top_builddir/tests/ucp/client_server"
 [ -x "$prog" ] || fail "not built: $prog"
-scratch=$(mktemp -d)
-testbed="$top_srcdir/contrib/netns-testbed.sh"
-SRCBED_PREFIX=srccs$$
-export SRCBED_PREFIX SRC_CS_TIMEOUT=60
-bed=
-cleanup() {
-    [ -z "$bed" ] || "$testbed" down >/dev/null 2>&1
-    rm -rf "$scratch"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+own_testbed srccs   # brought up only for case 3
+export SRC_CS_TIMEOUT=60
 
 # run_case LABEL IP SERVER_PREFIX CLIENT_PREFIX: SERVER_PREFIX and CLIENT_PREFIX run a command
 # where the server and the clients live (empty: here). The environment selects the transport.
@@ -97,7 +87,6 @@ LD_PRELOAD=$preload UCX_TLS=src,tcp UCX_NET_DEVICES=lo run_case loopback-src-tcp
 
 if [ -z "${SRC_CS_LOOPBACK_ONLY:-}" ] && [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null 2>&1 && ip netns list >/dev/null 2>&1 &&
    command -v unshare >/dev/null 2>&1; then
-    bed=1
     run_bounded 60 "$testbed" up 2 >"$scratch/up.txt" 2>&1 ||
         { cat "$scratch/up.txt"; fail "test bed did not come up"; }
     LD_PRELOAD=$preload UCX_TLS=src UCX_NET_DEVICES=veth0 \
