@@ -100,6 +100,13 @@ typedef enum uct_src_mode {
     UCT_SRC_MODE_LAST
 } uct_src_mode_t;
 
+/* How a DCI is shared (DC_POLICY), after UCX's dc_mlx5 policies of the same names. */
+typedef enum uct_src_dc_policy {
+    UCT_SRC_DC_POLICY_DCS,        /* a DCI stays with its destination while it has work */
+    UCT_SRC_DC_POLICY_DCS_QUOTA,  /* ... at most DC_QUOTA requests while others wait */
+    UCT_SRC_DC_POLICY_LAST
+} uct_src_dc_policy_t;
+
 typedef struct uct_src_iface_config {
     uct_iface_config_t super;
     int                mode;             /* MODE: uct_src_mode_t */
@@ -116,7 +123,11 @@ typedef struct uct_src_iface_config {
     unsigned           retry_count;      /* RETRY_COUNT: timeouts before a peer is dead */
     double             peer_timeout;     /* PEER_TIMEOUT: s of silence before a peer is dead */
     double             rnr_delay;        /* RNR_DELAY: first receiver-not-ready back-off, s */
-    unsigned           max_connections;  /* MAX_CONNECTIONS: engine peer-table slots */
+    unsigned           max_connections;  /* MAX_CONNECTIONS: the engine's connection budget */
+    unsigned           num_dci;          /* NUM_DCI: DC initiators */
+    unsigned           dc_targets;       /* DC_TARGETS: DC target contexts */
+    int                dc_policy;        /* DC_POLICY: uct_src_dc_policy_t */
+    unsigned           dc_quota;         /* DC_QUOTA: requests per DCI while others wait */
     unsigned           max_inflight;     /* MAX_INFLIGHT: engine message descriptors */
     unsigned           rx_buffers;       /* RX_BUFFERS: engine packet buffers */
     size_t             sock_buf;         /* SOCK_BUF: socket buffer, bytes */

@@ -34,6 +34,12 @@ static const char *uct_src_mode_names[] = {
     [UCT_SRC_MODE_LAST]     = NULL
 };
 
+static const char *uct_src_dc_policy_names[] = {
+    [UCT_SRC_DC_POLICY_DCS]       = "dcs",
+    [UCT_SRC_DC_POLICY_DCS_QUOTA] = "dcs_quota",
+    [UCT_SRC_DC_POLICY_LAST]      = NULL
+};
+
 static ucs_config_field_t uct_src_iface_config_table[] = {
     {"", "", NULL,
      ucs_offsetof(uct_src_iface_config_t, super), UCS_CONFIG_TYPE_TABLE(uct_iface_config_table)},
@@ -116,8 +122,28 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      ucs_offsetof(uct_src_iface_config_t, rnr_delay), UCS_CONFIG_TYPE_TIME},
 
     {"MAX_CONNECTIONS", "4096",
-     "Connections (remote engines) one engine keeps at most.",
+     "Connections (remote engines) one engine keeps at most: the budget. With DC (NUM_DCI and\n"
+     "DC_TARGETS not 0) every further remote engine is served over DC streams instead.",
      ucs_offsetof(uct_src_iface_config_t, max_connections), UCS_CONFIG_TYPE_UINT},
+
+    {"NUM_DCI", "32",
+     "DC initiators: engines beyond the connection budget share this many streams, each\n"
+     "attached to one of them while it has work (0: no DC, such engines are refused).",
+     ucs_offsetof(uct_src_iface_config_t, num_dci), UCS_CONFIG_TYPE_UINT},
+
+    {"DC_TARGETS", "64",
+     "Short-lived target contexts this engine keeps at most for DC streams from others\n"
+     "(least recently used evicted when quiet; 0: refuse DC streams).",
+     ucs_offsetof(uct_src_iface_config_t, dc_targets), UCS_CONFIG_TYPE_UINT},
+
+    {"DC_POLICY", "dcs_quota",
+     "How a DCI is shared: dcs keeps it while its destination has work; dcs_quota hands it\n"
+     "over after DC_QUOTA requests when another destination waits for a DCI.",
+     ucs_offsetof(uct_src_iface_config_t, dc_policy), UCS_CONFIG_TYPE_ENUM(uct_src_dc_policy_names)},
+
+    {"DC_QUOTA", "32",
+     "Requests a DCI takes for one destination while others wait (DC_POLICY=dcs_quota).",
+     ucs_offsetof(uct_src_iface_config_t, dc_quota), UCS_CONFIG_TYPE_UINT},
 
     {"MAX_INFLIGHT", "4096",
      "Messages in flight per engine, requests and answers together.",
@@ -762,6 +788,10 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     nic_config.peer_timeout_ms = (uint32_t)ucs_max(config->peer_timeout * 1e3, 1);
     nic_config.rnr_delay_us    = (uint32_t)ucs_max(config->rnr_delay * 1e6, 1);
     nic_config.max_connections = config->max_connections;
+    nic_config.num_dci         = config->num_dci;
+    nic_config.dc_targets      = config->dc_targets;
+    nic_config.dc_quota        = (config->dc_policy == UCT_SRC_DC_POLICY_DCS) ? 0 :
+                                 config->dc_quota;
     nic_config.max_inflight    = config->max_inflight;
     nic_config.rx_buffers      = config->rx_buffers;
     nic_config.sock_buf        = (uint32_t)ucs_min(config->sock_buf, UINT32_MAX);

@@ -59,7 +59,8 @@ typedef struct srcnic_config {
     uint32_t retry_count;      /* timeouts without progress before a connection fails (default 16) */
     uint32_t peer_timeout_ms;  /* unacknowledged data older than this fails the connection (default 10000) */
     uint32_t rnr_delay_us;     /* first back-off after a receiver-not-ready NAK, µs (default 100) */
-    uint32_t max_connections;  /* peer-table slots (default 4096) */
+    uint32_t max_connections;  /* connections to other NICs, the budget (default 4096); with DC
+                                  (num_dci, dc_targets) every further peer goes over DC */
     uint32_t max_inflight;     /* in-flight message descriptors per NIC (default 4096) */
     uint32_t rx_buffers;       /* packet buffers for receive and reordering, 64..2^20; 0
                                   (default) = automatic: twice the widest window, at least
@@ -78,6 +79,16 @@ typedef struct srcnic_config {
     double   fault_reorder;
     double   fault_corrupt;
     uint64_t fault_seed;       /* seed of the fault generator (default 1) */
+    /* DC fallback (PROTOCOL.md §8): a peer beyond max_connections, here or at the peer, is
+     * served over a DC stream: one of num_dci initiator contexts attaches to it while it has
+     * work, and the peer keeps at most dc_targets short-lived target contexts. */
+    uint32_t num_dci;          /* DC initiators, 0..4096 (default 32; 0: no DC fallback, a
+                                  peer beyond the budget is refused) */
+    uint32_t dc_targets;       /* DC target contexts, 0..4096 (default 64; 0: DC streams from
+                                  peers are refused, and peers beyond the budget with them) */
+    uint32_t dc_quota;         /* requests a DCI takes for its target while another target waits
+                                  for a DCI, before it drains and is handed over (default 32;
+                                  0: it keeps its target while it has work) */
 } srcnic_config_t;
 
 SRCNIC_API void srcnic_config_init(srcnic_config_t *config);
@@ -217,7 +228,19 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(NO_SUCH_QP,          "requests refused: destination QP does not exist") \
     _(TAIL_PROBES,         "tail-loss probes: a packet resent after two round trips without an ack") \
     _(SPURIOUS_TIMEOUTS,   "timeouts an ack showed needless: the peer held what was never resent") \
-    _(PLACED_WHILE_CHECKED, "SEND and READ response segments copied into place as their CRC was checked")
+    _(PLACED_WHILE_CHECKED, "SEND and READ response segments copied into place as their CRC was checked") \
+    _(DC_FALLBACKS,        "remote NICs served over DC: the connection budget here, or the peer's (USE_DC), was spent") \
+    _(DC_STREAMS,          "DC streams started: a DCI attached to a target") \
+    _(DC_TARGETS_OPENED,   "DC target contexts created for new streams") \
+    _(DC_RESUMED,          "DC target contexts recreated from the closed table for a stream that went on") \
+    _(DC_EVICTIONS,        "DC target contexts evicted (quiet, least recently used)") \
+    _(DC_TARGETS_MAX,      "most DC target contexts held at once (a high-water mark, not a count)") \
+    _(DC_BUSY_SENT,        "DC_BUSY NAKs sent: every DC target context busy, or no room to close one") \
+    _(DC_BUSY_RECEIVED,    "DC_BUSY NAKs received") \
+    _(DC_GONE_SENT,        "DC_GONE NAKs sent: a stream named a target context evicted meanwhile") \
+    _(DC_CLOSED,           "DC target contexts (or closed-table entries) ended by their initiator's DC_CLOSE") \
+    _(USE_DC_SENT,         "connection attempts answered USE_DC: the connection budget is spent") \
+    _(DROP_DC_STALE,       "drop: DC packet of a stream with no target context, none to resume, and not its first PSN")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

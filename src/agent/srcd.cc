@@ -64,6 +64,7 @@ void usage(FILE *out)
         "                         idle (default auto: more runnable tasks than CPUs)\n"
         "      --port N           UDP port of the (first) engine (default: any free port)\n"
         "      --mtu N --window N --sock-buf N --max-connections N --max-inflight N\n"
+        "      --num-dci N --dc-targets N --dc-quota N\n"
         "      --rto-us N --retry-count N --peer-timeout-ms N\n"
         "                         engine settings, as the UCX_SRC_* variables of the same names\n"
         "  -h, --help\n");
@@ -124,7 +125,8 @@ int main(int argc, char **argv)
     bool any_interface = true;
 
     enum { kLogFile = 256, kPidFile, kCpu, kSpin, kAllowUser, kAllowAny, kMaxClients, kPort, kMtu,
-           kWindow, kSockBuf, kMaxConn, kMaxInflight, kRto, kRetry, kPeerTimeout, kCrowded };
+           kWindow, kSockBuf, kMaxConn, kMaxInflight, kRto, kRetry, kPeerTimeout, kCrowded,
+           kNumDci, kDcTargets, kDcQuota };
     static const struct option opts[] = {
         {"address", required_argument, nullptr, 'a'},
         {"interface", required_argument, nullptr, 'i'},
@@ -144,6 +146,9 @@ int main(int argc, char **argv)
         {"window", required_argument, nullptr, kWindow},
         {"sock-buf", required_argument, nullptr, kSockBuf},
         {"max-connections", required_argument, nullptr, kMaxConn},
+        {"num-dci", required_argument, nullptr, kNumDci},
+        {"dc-targets", required_argument, nullptr, kDcTargets},
+        {"dc-quota", required_argument, nullptr, kDcQuota},
         {"max-inflight", required_argument, nullptr, kMaxInflight},
         {"rto-us", required_argument, nullptr, kRto},
         {"retry-count", required_argument, nullptr, kRetry},
@@ -221,6 +226,9 @@ int main(int argc, char **argv)
         case kWindow: need_number("window"); config.nic.window = v; break;
         case kSockBuf: need_number("sock-buf"); config.nic.sock_buf = v; break;
         case kMaxConn: need_number("max-connections"); config.nic.max_connections = v; break;
+        case kNumDci: need_number("num-dci"); config.nic.num_dci = v; break;
+        case kDcTargets: need_number("dc-targets"); config.nic.dc_targets = v; break;
+        case kDcQuota: need_number("dc-quota"); config.nic.dc_quota = v; break;
         case kMaxInflight: need_number("max-inflight"); config.nic.max_inflight = v; break;
         case kRto: need_number("rto-us"); config.nic.rto_us = v; break;
         case kRetry: need_number("retry-count"); config.nic.retry_count = v; break;

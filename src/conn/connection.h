@@ -14,6 +14,7 @@
 #define SRCNIC_CONN_CONNECTION_H
 
 #include "link/link.h"
+#include "wire/header.h"
 
 #include <srcnic/srcnic.h>
 
@@ -102,6 +103,28 @@ enum class ConnState : uint8_t {
     kOpen,      // usable (packets may or may not have been exchanged yet)
 };
 
+// What a slot of the peer table holds (PROTOCOL.md §8): a connection to another NIC, shared by
+// every QP; a DC initiator (DCI), the requester side of one DC stream to whichever target it is
+// attached to; or a DC target context, the responder side of one DC stream, short-lived and
+// bounded in number. All three run the same reliability code.
+enum class ConnKind : uint8_t { kConn, kDci, kDct };
+
+// The DC flag of the packets a slot of kind k sends (PROTOCOL.md §2.2), 0 for a connection.
+inline uint16_t dc_flag_of(ConnKind k)
+{
+    return k == ConnKind::kDci ? kFlagDcInit : k == ConnKind::kDct ? kFlagDcTarget : 0;
+}
+
+inline const char *to_string(ConnKind k)
+{
+    switch (k) {
+    case ConnKind::kConn: return "connection";
+    case ConnKind::kDci: return "DCI";
+    case ConnKind::kDct: return "DC target";
+    }
+    return "?";
+}
+
 // Cache-line aligned (and so sized): connections, QPs and NICs are written on every packet,
 // and two of them allocated next to each other may belong to NICs driven by different
 // threads; they must not share a line.
@@ -140,6 +163,12 @@ struct alignas(64) Connection {
     uint32_t failed_gen = kNoGen;  // generation that failed last, for srcnic_dest_status
     int16_t fail_status = 0;       // why it failed
     uint16_t opens = 0;            // connections the slot has held (wraps): gen_for's input
+    ConnKind kind = ConnKind::kConn;
+    uint32_t stream = 0;           // DCI, DC target: the stream's number (header field stream)
+    uint32_t remote = 0;           // DCI: index of the Remote it is attached to
+    uint32_t dc_taken = 0;         // DCI: requests taken since it attached (dc_quota)
+    uint64_t used = 0;             // DCI: when a request last went on it; DC target: when it
+                                   // last received (ns); the least recent goes first
 
     // --- transmit half ---
     uint32_t next_psn = 1;         // next PSN to assign
@@ -213,6 +242,13 @@ struct alignas(64) Connection {
     uint32_t retransmits = 0;      // packets sent again (wraps)
 
     bool unacked() const { return acked_psn != send_psn; }
+    // Nothing in flight either way, nothing owed: a DCI may be handed to another target, a DC
+    // target context evicted (PROTOCOL.md §8).
+    bool quiet() const
+    {
+        return head == nullptr && !ack_pending && !inbound.active && reorder_count == 0 &&
+               !has_deferred_ack && err_answers_unsent == 0;
+    }
     bool in_timeout_recovery() const
     {
         return recovery == Recovery::kTimeout || recovery == Recovery::kTimeoutHole;

@@ -29,17 +29,34 @@ Connection *Nic::self_receiver(uint32_t sender)
     return x != nullptr && x->mirror != 0 ? conn_by_id(x->mirror) : nullptr;
 }
 
-Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped)
+Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped, ConnKind kind)
 {
-    if (free_slots_.empty() && conns_.size() <= config_.max_connections) {
-        conns_.emplace_back(new Connection());
-        free_slots_.push_back(static_cast<uint32_t>(conns_.size() - 1));
+    switch (kind) {
+    case ConnKind::kConn:
+        if (num_conns_ >= config_.max_connections) {
+            count(SRCNIC_CNT_CONN_REFUSED);
+            // Expected with DC: the peer is served over it (info, once in a while).
+            SRCNIC_LOG_RATELIMITED(config_.num_dci != 0 ? LogLevel::kDebug : LogLevel::kWarn,
+                                   "connection budget spent (%u connections): %s %s", num_conns_,
+                                   addr.to_string().c_str(),
+                                   config_.num_dci != 0 ? "goes over DC" : "refused");
+            return nullptr;
+        }
+        break;
+    case ConnKind::kDci:
+        if (dcis_.size() >= config_.num_dci) {
+            return nullptr;
+        }
+        break;
+    case ConnKind::kDct:
+        if (dcts_.size() >= config_.dc_targets) {
+            return nullptr;
+        }
+        break;
     }
     if (free_slots_.empty()) {
-        count(SRCNIC_CNT_CONN_REFUSED);
-        SRCNIC_LOG_RATELIMITED(LogLevel::kWarn, "peer table full (%u connections): refusing %s",
-                               num_conns_, addr.to_string().c_str());
-        return nullptr;
+        conns_.emplace_back(new Connection());
+        free_slots_.push_back(static_cast<uint32_t>(conns_.size() - 1));
     }
     const uint32_t slot = free_slots_.back();
     free_slots_.pop_back();
@@ -59,6 +76,7 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped)
     c->in_active = in_active;
     c->id = slot | (static_cast<uint32_t>(gen) << 16);
     c->state = ConnState::kOpen;
+    c->kind = kind;
     c->peer_addr = addr;
     c->peer_nic = peer_nic;
     // The link's datagram size for this peer (larger for a peer at our own address, which the
@@ -77,13 +95,25 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped)
     }
     std::fill(reorder.get(), reorder.get() + c->window, -1);
     c->reorder = std::move(reorder);
-    if (mapped) {
-        conn_by_addr_[addr] = slot;
+    switch (kind) {
+    case ConnKind::kConn:
+        if (mapped) {
+            conn_by_addr_[addr] = slot;
+        }
+        ++num_conns_;
+        count(SRCNIC_CNT_CONN_OPENED);
+        break;
+    case ConnKind::kDci:
+        dcis_.push_back(c->id);
+        break;
+    case ConnKind::kDct:
+        dcts_.push_back(c->id);
+        counters_[SRCNIC_CNT_DC_TARGETS_MAX] =
+            std::max<uint64_t>(counters_[SRCNIC_CNT_DC_TARGETS_MAX], dcts_.size());
+        break;
     }
-    ++num_conns_;
-    count(SRCNIC_CNT_CONN_OPENED);
-    SRCNIC_LOG_DEBUG("connection %u opened to %s (nic %llx)", c->id, addr.to_string().c_str(),
-                     static_cast<unsigned long long>(peer_nic));
+    SRCNIC_LOG_DEBUG("%s %u opened to %s (nic %llx)", to_string(kind), c->id,
+                     addr.to_string().c_str(), static_cast<unsigned long long>(peer_nic));
     return c;
 }
 
@@ -109,6 +139,17 @@ void Nic::conn_fail(Connection *c, srcnic_status_t status)
     abort_inbound(c, status);
     c->failed_gen = c->gen;
     c->fail_status = static_cast<int16_t>(status);
+    if (c->kind == ConnKind::kDci) {
+        // Its target is unreachable: the Remote's later requests fail the same way.
+        remotes_[c->remote].fail_status = static_cast<int16_t>(status);
+    } else if (c->kind == ConnKind::kDct) {
+        // Remembered, if there is room, so that its initiator can go on (§8.4).
+        const uint64_t now = this->now();
+        if (closed_room(now)) {
+            closed_add(ClosedKey{c->peer_addr, c->peer_nic, c->stream, false},
+                       Closed{c->expected_psn, c->next_psn, 0}, now);
+        }
+    }
     conn_release(c);
 }
 
@@ -120,16 +161,38 @@ void Nic::conn_release(Connection *c)
             c->reorder[i] = -1;
         }
     }
-    auto it = conn_by_addr_.find(c->peer_addr);
     const uint32_t slot = c->id & 0xffff;
-    if (it != conn_by_addr_.end() && it->second == slot) {
-        conn_by_addr_.erase(it);
+    auto drop = [](std::vector<uint32_t> &ids, uint32_t id) {
+        auto it = std::find(ids.begin(), ids.end(), id);
+        if (it != ids.end()) {
+            *it = ids.back();
+            ids.pop_back();
+        }
+    };
+    switch (c->kind) {
+    case ConnKind::kConn: {
+        auto it = conn_by_addr_.find(c->peer_addr);
+        if (it != conn_by_addr_.end() && it->second == slot) {
+            conn_by_addr_.erase(it);
+        }
+        --num_conns_;
+        break;
+    }
+    case ConnKind::kDci:
+        if (remotes_[c->remote].dci == c->id) {
+            remotes_[c->remote].dci = 0;
+        }
+        drop(dcis_, c->id);
+        break;
+    case ConnKind::kDct:
+        dct_by_stream_.erase(ClosedKey{c->peer_addr, c->peer_nic, c->stream, false});
+        drop(dcts_, c->id);
+        break;
     }
     c->state = ConnState::kFree;
     // The id and the peer's identity stay until the slot is reused: a packet its peer still
     // sends to the connection is then told with RST that it is gone (reject_unknown_id).
     free_slots_.push_back(slot);
-    --num_conns_;
 }
 
 std::string Nic::peers_json() const
@@ -142,13 +205,16 @@ std::string Nic::peers_json() const
             continue;
         }
         std::snprintf(buf, sizeof(buf),
-                      "%s{\"id\":%u,\"peer\":\"%s\",\"incarnation\":\"%" PRIx64
+                      "%s{\"id\":%u,\"kind\":\"%s\",\"stream\":%u,\"peer\":\"%s\",\"incarnation\":\"%" PRIx64
                       "\",\"window\":%u,\"srtt_us\":%u,\"rto_us\":%u,\"unacked\":%u,"
+                      "\"quiet\":%s,\"reordered\":%u,\"receiving\":%s,"
                       "\"recovery\":\"%s\","
                       "\"tx_packets\":%u,\"tx_bytes\":%" PRIu64 ",\"rx_packets\":%u,"
                       "\"rx_bytes\":%" PRIu64 ",\"retransmits\":%u}",
-                      j.size() > 1 ? "," : "", c.id, c.peer_addr.to_string().c_str(), c.peer_nic,
-                      c.window, c.srtt_us, c.rto_us, c.send_psn - c.acked_psn,
+                      j.size() > 1 ? "," : "", c.id, to_string(c.kind), c.stream,
+                      c.peer_addr.to_string().c_str(), c.peer_nic, c.window, c.srtt_us, c.rto_us,
+                      c.send_psn - c.acked_psn, c.quiet() ? "true" : "false", c.reorder_count,
+                      c.inbound.active ? "true" : "false",
                       to_string(c.recovery), c.tx_packets, c.tx_bytes, c.rx_packets, c.rx_bytes,
                       c.retransmits);
         j += buf;

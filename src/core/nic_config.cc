@@ -25,6 +25,9 @@ extern "C" void srcnic_config_init(srcnic_config_t *config)
     config->peer_sockets = 4;
     config->job_key = 0;
     config->fault_seed = 1;
+    config->num_dci = 32;
+    config->dc_targets = 64;
+    config->dc_quota = 32;
 }
 
 extern "C" void srcnic_qp_config_init(srcnic_qp_config_t *config)
@@ -82,6 +85,9 @@ srcnic_status_t validate_config(const srcnic_config_t &c)
               in_range("peer_timeout_ms", c.peer_timeout_ms, 1, 3600000) &&
               in_range("rnr_delay_us", c.rnr_delay_us, 1, 1000000) &&
               in_range("max_connections", c.max_connections, 1, kMaxConnections) &&
+              in_range("num_dci", c.num_dci, 0, kMaxDci) &&
+              in_range("dc_targets", c.dc_targets, 0, kMaxDcTargets) &&
+              in_range("dc_quota", c.dc_quota, 0, 1u << 20) &&
               in_range("max_inflight", c.max_inflight, 16, 1u << 20) &&
               (c.rx_buffers == 0 || in_range("rx_buffers", c.rx_buffers, 64, 1u << 20)) &&
               in_range("sock_buf", c.sock_buf, 4096, 1u << 30) &&
@@ -92,6 +98,11 @@ srcnic_status_t validate_config(const srcnic_config_t &c)
               probability("fault_corrupt", c.fault_corrupt);
     if (ok && (c.mtu != 0 && c.mtu < kMinMtu)) {
         SRCNIC_LOG_ERROR("invalid mtu=%u: must be 0 (automatic) or at least %u", c.mtu, kMinMtu);
+        ok = false;
+    }
+    if (ok && c.max_connections + c.num_dci + c.dc_targets > kMaxConnections) {
+        SRCNIC_LOG_ERROR("invalid max_connections=%u + num_dci=%u + dc_targets=%u: they share "
+                         "%u slots", c.max_connections, c.num_dci, c.dc_targets, kMaxConnections);
         ok = false;
     }
     if (ok && memchr(c.bind_addr, '\0', sizeof(c.bind_addr)) == nullptr) {

@@ -19,7 +19,15 @@ constexpr uint32_t kAutoWindowBytes = 768 * 1024;
 constexpr uint32_t kMinFullWindow = 4;
 // Packet buffers of the automatic rx_buffers (0): twice the widest window, at least this many.
 constexpr uint32_t kAutoRxBuffersMin = 256;
-constexpr uint32_t kMaxConnections = 65534;    // peer-table slots (16-bit slot in the id)
+constexpr uint32_t kMaxConnections = 65534;    // peer-table slots (16-bit slot in the id):
+                                               // connections, DCIs and DC target contexts
+constexpr uint32_t kMaxDci = 4096;
+constexpr uint32_t kMaxDcTargets = 4096;
+constexpr uint32_t kMaxRemotes = 65535;        // destinations' remote NICs (16-bit index)
+// Closed DC streams remembered per DC target context (PROTOCOL.md §8.4).
+constexpr uint32_t kDcClosedPerTarget = 64;
+// A DC target context is evicted only after this long without a packet (PROTOCOL.md §8.3).
+constexpr uint64_t kDcMinQuietNs = 1000 * 1000;
 constexpr uint32_t kMinMtu = 512;              // smallest usable datagram, bytes
 
 // Packets in flight for a connection whose packets carry seg_payload bytes: the configured

@@ -146,10 +146,25 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
             c->deferred_ack = h.ack_psn;
         }
         break;
-    case Opcode::kNAK:
-        if (h.imm == static_cast<uint32_t>(NakReason::kRnr) && psn_before(h.psn, c->send_psn) &&
-            !psn_before(h.psn, c->acked_psn)) {
-            count(SRCNIC_CNT_RNR_RECEIVED);
+    case Opcode::kNAK: {
+        const bool in_flight = psn_before(h.psn, c->send_psn) && !psn_before(h.psn, c->acked_psn);
+        const bool dci = c->kind == ConnKind::kDci;
+        if (h.imm == static_cast<uint32_t>(NakReason::kUseDc) && c->kind == ConnKind::kConn &&
+            c->peer_conn == 0 && c->acked_psn == 1 && c->expected_psn == 1) {
+            // The peer's connection budget is spent and it executed none of our packets.
+            fall_back_to_dc(c);
+        } else if (h.imm == static_cast<uint32_t>(NakReason::kDcGone) && dci && in_flight) {
+            // Our target context was evicted: the stream goes on with SYN packets from its
+            // oldest unacknowledged PSN, which resume it from the target's closed table (§8.4).
+            if (c->peer_conn != 0) {
+                c->peer_conn = 0;
+                start_resend(c, c->acked_psn, c->send_psn);
+                activate(c);
+            }
+        } else if ((h.imm == static_cast<uint32_t>(NakReason::kRnr) ||
+                    (h.imm == static_cast<uint32_t>(NakReason::kDcBusy) && dci)) && in_flight) {
+            count(h.imm == static_cast<uint32_t>(NakReason::kRnr) ? SRCNIC_CNT_RNR_RECEIVED
+                                                                   : SRCNIC_CNT_DC_BUSY_RECEIVED);
             const uint64_t now = this->now();
             c->rnr_until_ns = now + static_cast<uint64_t>(c->rnr_delay_us) * kNsPerUs;
             c->rnr_delay_us = std::min(c->rnr_delay_us * 2, std::max(config_.rnr_delay_us, 10000u));
@@ -160,6 +175,19 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
             activate(c);
         } else {
             count(SRCNIC_CNT_DROP_BAD_RESPONSE);
+        }
+        break;
+    }
+    case Opcode::kDC_CLOSE:
+        // The initiator handed its DCI over: everything before psn was executed here and is
+        // acknowledged there, and its ack covers what we answered, so the context goes without
+        // leaving a closed entry (§8.5).
+        if (c->kind == ConnKind::kDct && c->expected_psn == h.psn) {
+            apply_ack(c, h.ack_psn);
+        }
+        if (c->kind == ConnKind::kDct && c->quiet() && c->expected_psn == h.psn) {
+            count(SRCNIC_CNT_DC_CLOSED);
+            conn_release(c);
         }
         break;
     default:

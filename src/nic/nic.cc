@@ -59,6 +59,11 @@ srcnic_status_t Nic::init()
     addr_.secret = os_random_nonzero();
     key_ = nic_key(addr_.secret, addr_.incarnation);
     os_random(&gen_key_, sizeof(gen_key_));
+    // A closed DC stream is remembered until no initiator can resend into it: unacknowledged
+    // data older than peer_timeout fails its stream, and no retransmission waits longer than
+    // rto_max (PROTOCOL.md §8.4).
+    closed_linger_ns_ = static_cast<uint64_t>(config_.peer_timeout_ms) * 1000000 +
+                        static_cast<uint64_t>(config_.rto_max_us) * 1000;
 
     // Automatic: the link's datagram size (65000 bytes on loopback). The packet buffers are
     // reserved, not touched: a page becomes resident only when a datagram is written to it,
@@ -375,8 +380,8 @@ unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
     unsigned n = 0;
     for (;;) {
         requester_take();   // what is still in the send ring is outstanding too
-        if (Connection *c = conn_by_id(dest.peer)) {
-            for (TxMsg *m = c->head; m != nullptr; m = m->next) {
+        auto cancel = [&](Connection *c, TxMsg *head) {
+            for (TxMsg *m = head; m != nullptr; m = m->next) {
                 if (m->qp == ctx && !m->cancelled && m->peer_qpn == dest.qpn &&
                     m->kind == TxMsg::Kind::kRequest && (tag == 0 || m->wqe.tag == tag)) {
                     const bool completes = !m->more;
@@ -387,6 +392,12 @@ unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
                     n += completes;
                 }
             }
+        };
+        if (Connection *c = current(dest)) {
+            cancel(c, c->head);
+        }
+        if (Remote *r = remote_of(dest)) {
+            cancel(nullptr, r->backlog_head);   // (they go as NOPs once a DCI takes them)
         }
         // A large request not handed out whole yet completes now, and what waited behind it
         // in the ring can be taken (and cancelled) in turn.
@@ -418,55 +429,103 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
         remote.secret == 0) {
         return SRCNIC_ERR_INVALID_ADDR;
     }
-    Connection *c = nullptr;
-    auto it = conn_by_addr_.find(la);
-    if (it != conn_by_addr_.end()) {
-        c = conns_[it->second].get();
-        if (c->peer_nic != remote.incarnation) {
-            // The address now belongs to a new incarnation: the old peer is gone.
-            conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
-            c = nullptr;
+    Remote *r = nullptr;
+    if (auto it = remote_by_addr_.find(la); it != remote_by_addr_.end()) {
+        r = &remotes_[it->second];
+        const srcnic_status_t status = remote_status(*r);
+        if (r->nic != remote.incarnation || status != SRCNIC_OK) {
+            // A new incarnation at the address, or its connection or stream failed: the
+            // destinations made so far keep failing (with why), the new ones start afresh.
+            r->failed_gen = r->gen;
+            r->failed_status = static_cast<int16_t>(status != SRCNIC_OK ? status : SRCNIC_ERR_CONNECTION_RESET);
+            if (Connection *old = conn_by_id(r->dc ? r->dci : r->conn)) {
+                conn_fail(old, SRCNIC_ERR_CONNECTION_RESET);
+            }
+            const uint16_t gen = static_cast<uint16_t>(r->gen + 1);
+            TxMsg *backlog = r->backlog_head;
+            const uint32_t failed_gen = r->failed_gen;
+            const int16_t failed_status = r->failed_status;
+            *r = Remote();
+            r->gen = gen;
+            r->failed_gen = failed_gen;
+            r->failed_status = failed_status;
+            r->backlog_head = backlog;   // (their QPs complete them as the DCI fails; none here)
+            while (r->backlog_head != nullptr) {
+                TxMsg *m = r->backlog_head;
+                r->backlog_head = m->next;
+                if (m->qp != nullptr && !m->cancelled) {
+                    m->status = SRCNIC_ERR_CONNECTION_RESET;
+                    complete_request(nullptr, m);
+                }
+                msg_free(m);
+            }
         }
+    } else {
+        if (remotes_.size() >= kMaxRemotes) {
+            return SRCNIC_ERR_NO_RESOURCE;
+        }
+        remotes_.emplace_back();
+        r = &remotes_.back();
+        remote_by_addr_[la] = static_cast<uint32_t>(remotes_.size() - 1);
     }
-    if (c == nullptr) {
-        c = conn_open(la, remote.incarnation);
+    r->addr = la;
+    r->nic = remote.incarnation;
+    r->secret = remote.secret;
+    if (!r->dc && conn_by_id(r->conn) == nullptr) {
+        Connection *c = nullptr;
+        if (auto it = conn_by_addr_.find(la); it != conn_by_addr_.end()) {
+            c = conns_[it->second].get();   // the peer opened one
+            if (c->peer_nic != remote.incarnation) {
+                // The address now belongs to a new incarnation: the old peer is gone.
+                conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
+                c = nullptr;
+            }
+        }
         if (c == nullptr) {
+            c = conn_open(la, remote.incarnation);
+        }
+        if (c != nullptr) {
+            r->conn = c->id;
+        } else if (config_.num_dci != 0) {
+            r->dc = true;   // the budget is spent: over DC (§8.1)
+            count(SRCNIC_CNT_DC_FALLBACKS);
+        } else {
             return SRCNIC_ERR_NO_RESOURCE;
         }
     }
-    // What proves our SYN packets to the peer (a connection the peer opened has none yet).
-    c->peer_secret = remote.secret;
-    dest_p->peer = c->id;
+    if (!r->dc) {
+        // What proves our SYN packets to the peer (a connection the peer opened has none yet).
+        conn_by_id(r->conn)->peer_secret = remote.secret;
+    }
+    dest_p->peer = remote_id(*r);
     dest_p->qpn = qpn;
     return SRCNIC_OK;
 }
 
 bool Nic::dest_timing(srcnic_dest_t dest, uint32_t *srtt_us, uint32_t *rto_us) const
 {
-    if (dest_status(dest) != SRCNIC_OK) {
+    const Connection *c = const_cast<Nic *>(this)->current(dest);
+    if (dest_status(dest) != SRCNIC_OK || c == nullptr) {
         return false;
     }
-    const Connection &c = *conns_[dest.peer & 0xffff];
-    *srtt_us = c.srtt_us;
-    *rto_us = c.rto_us;
+    *srtt_us = c->srtt_us;
+    *rto_us = c->rto_us;
     return true;
 }
 
 srcnic_status_t Nic::dest_status(srcnic_dest_t dest) const
 {
-    const uint32_t slot = dest.peer & 0xffff;
+    const uint32_t idx = (dest.peer & 0xffff) - 1;
     const uint32_t gen = dest.peer >> 16;
-    if (slot == 0 || slot >= conns_.size()) {
+    if (idx >= remotes_.size()) {
         return SRCNIC_ERR_INVALID_PARAM;
     }
-    const Connection &c = *conns_[slot];
-    if (c.state == ConnState::kOpen && c.gen == gen) {
-        return SRCNIC_OK;
+    const Remote &r = remotes_[idx];
+    if (r.gen != gen) {
+        return r.failed_gen == gen ? static_cast<srcnic_status_t>(r.failed_status)
+                                   : SRCNIC_ERR_CONNECTION_RESET;
     }
-    if (c.failed_gen == gen) {
-        return static_cast<srcnic_status_t>(c.fail_status);
-    }
-    return SRCNIC_ERR_CONNECTION_RESET;
+    return remote_status(r);
 }
 
 uint32_t Nic::window_for(uint32_t seg_payload) const

@@ -247,7 +247,10 @@ private:
     Connection *conn_by_id(uint32_t id);
     // mapped: found by its peer's address (dest_create, packets without our id); a connection
     // that receives what this NIC sends itself is not (it is found through its mirror).
-    Connection *conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped = true);
+    // kind: a connection (within max_connections; counts CONN_REFUSED when at it), a DCI or a
+    // DC target context (within num_dci and dc_targets); nullptr when at the bound.
+    Connection *conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped = true,
+                          ConnKind kind = ConnKind::kConn);
     // The connection that receives what this NIC's own connection `sender` sends it, or nullptr.
     Connection *self_receiver(uint32_t sender);
     // The n-th generation of connection slot `slot`: a permutation of the 16-bit values keyed by
@@ -263,6 +266,107 @@ private:
         tx_urgent_ = true;
         activate(c);
     }
+
+    // --- destinations and DC (conn/dc.cc, PROTOCOL.md §8) ---
+    // A remote NIC this NIC holds destinations for: srcnic_dest_t.peer names it ((index + 1)
+    // | gen << 16), and it says where the destination's requests go: its connection, or (DC)
+    // whichever DCI is attached to it. The address a DC packet needs lives here, as a DC
+    // address handle lives in a hardware NIC's WQE.
+    struct Remote {
+        LinkAddr addr;
+        uint64_t nic = 0;          // its incarnation
+        uint64_t secret = 0;       // its secret (proves our SYN packets)
+        uint32_t conn = 0;         // connection mode: the connection's id
+        uint32_t dci = 0;          // DC mode: the id of the DCI attached to it, 0 = none
+        uint16_t gen = 0;          // bumped when its destinations fail for good
+        bool dc = false;           // served over DC
+        int16_t fail_status = 0;   // DC mode: its stream failed (a status), 0 = none
+        uint32_t failed_gen = kNoGen;   // the last generation that failed ...
+        int16_t failed_status = 0;      // ... and why
+        TxMsg *backlog_head = nullptr;  // requests a refused connection had taken (USE_DC),
+        TxMsg *backlog_tail = nullptr;  // waiting for a DCI, in order
+    };
+    // The Remote dest names, or nullptr (no such index, or an older generation).
+    Remote *remote_of(srcnic_dest_t dest)
+    {
+        const uint32_t idx = (dest.peer & 0xffff) - 1;
+        if (idx >= remotes_.size() || remotes_[idx].gen != (dest.peer >> 16)) {
+            return nullptr;
+        }
+        return &remotes_[idx];
+    }
+    uint32_t remote_id(const Remote &r) const
+    {
+        return static_cast<uint32_t>(&r - remotes_.data() + 1) | static_cast<uint32_t>(r.gen) << 16;
+    }
+    // Why the requests of a Remote whose connection or stream is gone fail, or OK.
+    srcnic_status_t remote_status(const Remote &r) const;
+    // The connection or DCI a request to dest goes on. nullptr: *status says why it fails, or
+    // is NO_RESOURCE when it must wait (no DCI free, or its DCI is at its quota while another
+    // target waits): the request then stays where it is. Moves a Remote's backlog onto its DCI
+    // first. request: a WQE the requester takes (counted against the quota); false for the
+    // next chunk of one already taken.
+    Connection *route(srcnic_dest_t dest, srcnic_status_t *status, bool request = true);
+    // The connection or DCI dest's requests are on now, without attaching one (or nullptr).
+    Connection *current(srcnic_dest_t dest);
+    // Attaches a DCI to r (a free one, or the least recently used quiet one): a new stream.
+    Connection *dci_attach(Remote &r);
+    // The DCI goes back to the pool; its stream is over (every request acknowledged): the
+    // target is told with DC_CLOSE.
+    void dci_release(Connection *c);
+    // Releases a DCI quiet for kDcMinQuietNs (one looked at per call: the requester's).
+    void dci_sweep(uint64_t now);
+    // Moves what r's backlog holds onto DCI c, in order.
+    void backlog_to(Remote &r, Connection *c);
+    // The peer answered our connection's first packets with USE_DC: its requests move, in
+    // order, to a DC stream to the same peer, and its destinations follow them (§8.1).
+    void fall_back_to_dc(Connection *c);
+    // The DC target context for DC_INIT SYN packet h from src (live, resumed from the closed
+    // table, or new); nullptr when the packet is dropped (counted) or answered with DC_BUSY.
+    Connection *dct_for(const PacketHeader &h, const LinkAddr &src);
+    // Evicts the least recently used quiet DC target context, remembering its stream in the
+    // closed table; false if none is quiet or the closed table has no room.
+    bool dct_evict();
+    // A DC_INIT packet named a target context that is gone: DC_GONE if its stream is in the
+    // closed table (the sender then resends with SYN), else dropped as DROP_DC_STALE.
+    void dc_gone(const PacketHeader &h, const LinkAddr &src);
+    // A NAK that belongs to no connection here (src_conn 0): DC_BUSY, DC_GONE, USE_DC.
+    void tx_nak_unbound(const LinkAddr &to, const PacketHeader &h, NakReason reason);
+    // The closed table (§8.4): streams whose target context went, with where they stopped, kept
+    // at least closed_linger_ns_ (and, keyed alike, the refused connections of refused_add).
+    struct ClosedKey {
+        LinkAddr addr;
+        uint64_t nic = 0;
+        uint32_t id = 0;   // stream number, or the refused connection's id
+        bool conn = false; // a refused connection
+        bool operator==(const ClosedKey &o) const
+        {
+            return addr == o.addr && nic == o.nic && id == o.id && conn == o.conn;
+        }
+    };
+    struct ClosedKeyHash {
+        size_t operator()(const ClosedKey &k) const
+        {
+            return k.addr.hash() ^ (k.nic * 0x9e3779b97f4a7c15ull) ^ (static_cast<size_t>(k.id) << 1 | k.conn);
+        }
+    };
+    struct Closed {
+        uint32_t rx_psn;   // the stream's next PSN to execute
+        uint32_t tx_psn;   // the target context's next PSN to send
+        uint64_t seq;      // which closing (closed_seq_) the entry is
+    };
+    struct ClosedRef {     // the closed table's FIFO, oldest first
+        ClosedKey key;
+        uint64_t seq;
+        uint64_t since_ns;
+    };
+    // Room for one more entry (retiring entries older than the linger); false if none.
+    bool closed_room(uint64_t now);
+    // Adds an entry (the oldest goes if the table is full: call closed_room first).
+    void closed_add(const ClosedKey &k, Closed v, uint64_t now);
+    // Connections refused with USE_DC, remembered (the oldest forgotten first) so that a
+    // duplicate of their packets does not open one once a slot is free (§8.1).
+    void refused_add(const ClosedKey &k);
 
     // --- requester (requester.cc): QP send rings -> connection FIFOs ---
     unsigned requester_take();
@@ -493,6 +597,29 @@ private:
     std::unordered_map<LinkAddr, uint32_t, LinkAddrHash> conn_by_addr_;
     unsigned num_conns_ = 0;
     std::vector<Connection *> active_;   // connections with work, acks or timers
+
+    // Destinations' remote NICs (see Remote); never shrinks (a Remote is reused when its
+    // address comes back with another incarnation).
+    std::vector<Remote> remotes_;
+    std::unordered_map<LinkAddr, uint32_t, LinkAddrHash> remote_by_addr_;   // -> index
+    // DC (conn/dc.cc).
+    std::vector<uint32_t> dcis_;         // ids of the attached DCIs (at most num_dci)
+    std::vector<uint32_t> dcts_;         // ids of the DC target contexts (at most dc_targets)
+    std::unordered_map<ClosedKey, uint32_t, ClosedKeyHash> dct_by_stream_;   // -> slot
+    std::unordered_map<ClosedKey, Closed, ClosedKeyHash> closed_;
+    std::unordered_map<ClosedKey, uint8_t, ClosedKeyHash> refused_;   // (a set)
+    std::vector<ClosedKey> refused_fifo_;   // ring of kDcClosedPerTarget x dc_targets
+    size_t refused_next_ = 0;
+    std::vector<ClosedRef> closed_fifo_;   // ring of kDcClosedPerTarget x dc_targets
+    uint64_t closed_seq_ = 0;
+    size_t closed_head_ = 0;
+    size_t closed_count_ = 0;
+    uint64_t closed_linger_ns_ = 0;      // peer_timeout + rto_max: no initiator resends later
+    std::vector<uint32_t> backlogged_;   // Remotes with a backlog (indexes)
+    uint32_t dc_serial_ = 0;             // last stream number drawn
+    size_t dci_sweep_ = 0;               // dcis_ index dci_sweep looked at last
+    bool dc_wait_ = false;               // a request waited for a DCI in this requester pass
+    bool dc_wait_prev_ = false;          // ... in the previous one (the quota applies)
 
     std::vector<TxMsg> msgs_;       // pool
     TxMsg *free_msgs_ = nullptr;

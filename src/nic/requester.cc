@@ -51,6 +51,28 @@ void Nic::msg_append(Connection *c, TxMsg *m)
 SRCNIC_HOT unsigned Nic::requester_take()
 {
     unsigned taken = 0;
+    dc_wait_prev_ = dc_wait_;
+    dc_wait_ = false;
+    if (__builtin_expect(!dcis_.empty(), 0)) {
+        dci_sweep(now());
+    }
+    if (__builtin_expect(!backlogged_.empty(), 0)) {
+        // Requests of connections that fell back to DC go first, each behind its Remote's DCI.
+        for (size_t i = 0; i < backlogged_.size();) {
+            Remote &r = remotes_[backlogged_[i]];
+            srcnic_status_t status;
+            if (r.backlog_head != nullptr) {
+                const srcnic_dest_t dest{remote_id(r), 0};
+                route(dest, &status, false);
+            }
+            if (r.backlog_head == nullptr) {
+                backlogged_[i] = backlogged_.back();
+                backlogged_.pop_back();
+            } else {
+                ++i;
+            }
+        }
+    }
     for (QpSlot &slot : qps_) {
         QpContext *qp = slot.ctx;
         if (qp == nullptr) {
@@ -65,6 +87,14 @@ SRCNIC_HOT unsigned Nic::requester_take()
         while (!sq.empty() && msgs_free_ > kAnswerReserve && qp->can_take()) {
             TxMsg *m = msg_alloc();
             if (!sq.peek(&m->wqe)) {   // (a corrupt ring: see below)
+                msg_free(m);
+                break;
+            }
+            // Where it goes; a request waiting for a DCI stays in the ring, and the QP's later
+            // requests behind it (their order is kept).
+            srcnic_status_t status = SRCNIC_OK;
+            Connection *c = route(m->wqe.dest, &status);
+            if (c == nullptr && status == SRCNIC_ERR_NO_RESOURCE) {
                 msg_free(m);
                 break;
             }
@@ -84,9 +114,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);
                 continue;
             }
-            Connection *c = conn_by_id(wqe.dest.peer);
             if (c == nullptr) {
-                const srcnic_status_t status = dest_status(wqe.dest);
                 qp->complete(make_cqe(wqe.wr_id,
                                       static_cast<int16_t>(status == SRCNIC_OK
                                                                ? SRCNIC_ERR_CONNECTION_RESET
@@ -156,10 +184,13 @@ bool Nic::cancelled_in_ring(QpContext *qp, const srcnic_wqe_t &wqe, uint32_t pos
 void Nic::take_chunk(QpContext *qp)
 {
     ChunkCursor &k = qp->cursor();
-    Connection *c = conn_by_id(k.wqe.dest.peer);
+    srcnic_status_t status = SRCNIC_OK;
+    Connection *c = route(k.wqe.dest, &status, false);
+    if (c == nullptr && status == SRCNIC_ERR_NO_RESOURCE) {
+        return;   // waits for a DCI
+    }
     if (c == nullptr) {
         // The connection failed (its earlier chunks completed nothing): the WQE fails with it.
-        srcnic_status_t status = dest_status(k.wqe.dest);
         if (k.status != SRCNIC_OK) {
             status = static_cast<srcnic_status_t>(k.status);
         } else if (status == SRCNIC_OK) {

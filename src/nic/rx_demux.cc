@@ -87,8 +87,32 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         // Bound to the connection it names: the id (generation included), the address and the
         // incarnation the connection was opened with (§7.2). Nothing else is looked up.
         c = named_conn(h, src);
+        if (c != nullptr && c->stream != h.stream) {
+            c = nullptr;   // a packet of another DC stream, or a connection's naming a DC slot
+            if ((h.flags & kFlagsDc) == 0) {
+                count(SRCNIC_CNT_DROP_WRONG_GEN);
+                buf_free(buf);
+                return;
+            }
+        }
         if (c == nullptr) {
-            if (conn_by_id(h.dst_conn) == nullptr) {
+            if (h.flags & kFlagDcInit) {
+                dc_gone(h, src);   // its target context was evicted (§8.4)
+            } else if (h.flags & kFlagDcTarget) {
+                // For a DCI handed over since: its stream is over, and the target, which did
+                // not hear so (a lost DC_CLOSE or ack), is told again (§8.5).
+                count(SRCNIC_CNT_DROP_WRONG_GEN);
+                const uint32_t slot = h.dst_conn & 0xffff;
+                if (slot < conns_.size() && conns_[slot] != nullptr) {
+                    Connection *d = conns_[slot].get();
+                    if (d->state == ConnState::kFree && d->kind == ConnKind::kDci &&
+                        d->id == h.dst_conn && d->stream == h.stream && d->peer_addr == src &&
+                        d->peer_nic == h.src_nic && d->peer_conn == h.src_conn &&
+                        h.opcode != static_cast<uint8_t>(Opcode::kNAK)) {
+                        tx_control(d, Opcode::kDC_CLOSE, d->next_psn, 0);
+                    }
+                }
+            } else if (conn_by_id(h.dst_conn) == nullptr) {
                 reject_unknown_id(h, src);
             } else {
                 count(SRCNIC_CNT_DROP_WRONG_PEER);
@@ -112,7 +136,19 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
             buf_free(buf);
             return;
         }
-        if (from_self) {
+        if (h.flags & kFlagDcInit) {
+            // A DC stream's first packets (or its first after its context was evicted): to its
+            // target context, found by the stream, resumed or created (§8.3).
+            c = dct_for(h, src);
+            if (c == nullptr) {
+                buf_free(buf);
+                return;
+            }
+        } else if (h.flags & kFlagDcTarget) {
+            count(SRCNIC_CNT_DROP_BAD_FLAGS);   // a target always knows its initiator's id
+            buf_free(buf);
+            return;
+        } else if (from_self) {
             c = self_receiver(h.src_conn);
         } else if (auto it = conn_by_addr_.find(src); it != conn_by_addr_.end()) {
             c = conns_[it->second].get();
@@ -123,8 +159,10 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
             }
         }
     }
-    // An RST names our connection by dst_conn and carries no id of its own (§3.9).
-    if (c != nullptr && !is_rst && !from_peer_conn(*c, h)) {
+    // An RST names our connection by dst_conn and carries no id of its own (§3.9), as does a
+    // NAK a NIC sends without a connection for it (DC_BUSY, DC_GONE, USE_DC: §8).
+    const bool unbound = is_rst || (h.opcode == static_cast<uint8_t>(Opcode::kNAK) && h.src_conn == 0);
+    if (c != nullptr && !unbound && !from_peer_conn(*c, h)) {
         if (is_syn) {
             // The peer dropped its side and opened a new connection (it proved our secret).
             conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
@@ -136,10 +174,25 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         }
     }
     if (c == nullptr) {
-        // A proved SYN: it opens a connection, or is refused with RST (the sender knows us).
-        c = conn_open(src, h.src_nic, !from_self);
+        // A proved SYN: it opens a connection, or is refused (the sender knows us): with
+        // USE_DC where this NIC takes DC streams (§8.1), remembered so that no later packet of
+        // that connection opens it (a duplicate would run again what went over DC), else RST.
+        const ClosedKey key{src, h.src_nic, h.src_conn, true};
+        const bool dc = config_.dc_targets != 0 && !from_self;
+        const bool was_refused = dc && refused_.count(key) != 0;
+        if (!was_refused) {
+            c = conn_open(src, h.src_nic, !from_self);
+        }
         if (c == nullptr) {
-            tx_reset(src, h.src_nic, h.src_conn, h.job_key);
+            if (dc) {
+                if (!was_refused) {
+                    refused_add(key);
+                }
+                count(SRCNIC_CNT_USE_DC_SENT);
+                tx_nak_unbound(src, h, NakReason::kUseDc);
+            } else {
+                tx_reset(src, h.src_nic, h.src_conn, h.job_key);
+            }
             buf_free(buf);
             return;
         }
@@ -154,6 +207,9 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         c->peer_conn = h.src_conn;
     }
     c->peer_job_key = h.job_key;
+    if (c->kind == ConnKind::kDct) {
+        c->used = now();
+    }
     ++c->rx_packets;
     c->rx_bytes += len;
     if (opcode_info(h.opcode).sequenced) {

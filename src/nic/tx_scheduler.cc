@@ -180,7 +180,9 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     // it ends complete on that acknowledgement).
     const bool ack_req = retransmit || psn + 1 == c->next_psn;
     h->flags = static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (seg + 1 == m->npkts ? kFlagLast : 0) |
-                                     (c->peer_conn == 0 ? kFlagSyn : 0) | (ack_req ? kFlagAckReq : 0));
+                                     (c->peer_conn == 0 ? kFlagSyn : 0) | (ack_req ? kFlagAckReq : 0) |
+                                     dc_flag_of(c->kind));
+    h->stream = c->stream;
     h->dst_nic = c->peer_nic;
     h->src_conn = c->id;
     h->dst_conn = c->peer_conn;
@@ -284,6 +286,8 @@ void Nic::tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm)
     struct iovec *iov;
     PacketHeader *h = tx_slot(c->peer_addr, several_owners_ ? c->peer_job_key : config_.job_key, &iov);
     h->opcode = static_cast<uint8_t>(op);
+    h->flags = dc_flag_of(c->kind);
+    h->stream = c->stream;
     h->dst_nic = c->peer_nic;
     h->src_conn = c->id;
     h->dst_conn = c->peer_conn;
@@ -305,6 +309,24 @@ void Nic::tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn, uint32
     h->opcode = static_cast<uint8_t>(Opcode::kRST);
     h->dst_nic = to_nic;
     h->dst_conn = to_conn;
+    tx_commit(0, nullptr);
+}
+
+void Nic::tx_nak_unbound(const LinkAddr &to, const PacketHeader &h, NakReason reason)
+{
+    // To a sender that proved our secret (a SYN) or names a stream this NIC held (DC_GONE):
+    // it names the sender's connection or DCI and the PSN it answers, and no id of ours.
+    struct iovec *iov;
+    PacketHeader *out = tx_slot(to, several_owners_ ? h.job_key : config_.job_key, &iov);
+    out->opcode = static_cast<uint8_t>(Opcode::kNAK);
+    out->dst_nic = h.src_nic;
+    out->dst_conn = h.src_conn;
+    out->psn = h.psn;
+    out->imm = static_cast<uint32_t>(reason);
+    if (h.flags & kFlagDcInit) {
+        out->flags = kFlagDcTarget;
+        out->stream = h.stream;
+    }
     tx_commit(0, nullptr);
 }
 

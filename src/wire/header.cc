@@ -66,7 +66,13 @@ HeaderError check_fields(const PacketHeader &hdr, int64_t job_key)
     if (info.name == nullptr) {
         return HeaderError::kUnknownOpcode;
     }
-    if ((hdr.flags & ~kFlagsKnown) != 0 || hdr.reserved != 0 || hdr.reserved2 != 0) {
+    if ((hdr.flags & ~kFlagsKnown) != 0 || hdr.reserved != 0) {
+        return HeaderError::kBadFlags;
+    }
+    // A DC stream's packet has a stream number and one direction (PROTOCOL.md §8); any other
+    // has neither.
+    const uint16_t dc = hdr.flags & kFlagsDc;
+    if ((dc == 0) != (hdr.stream == 0) || dc == kFlagsDc) {
         return HeaderError::kBadFlags;
     }
     // A packet that names the receiver's connection neither opens one (SYN) nor proves

@@ -13,9 +13,9 @@
 
 namespace srcnic {
 
-// 2: the header grew the auth field (PROTOCOL.md §7); version 1 peers are dropped as
-// DROP_BAD_VERSION.
-constexpr uint8_t kWireVersion = 2;
+// 2: the header grew the auth field (PROTOCOL.md §7); 3: DC streams (the stream field, the DC
+// flags and NAK reasons, PROTOCOL.md §8). Other versions are dropped as DROP_BAD_VERSION.
+constexpr uint8_t kWireVersion = 3;
 
 enum class Opcode : uint8_t {
 #define SRCNIC_OPCODE(_name, _value, _seq, _payload, _stage) k##_name = _value,
@@ -41,7 +41,10 @@ enum : uint16_t {
     kFlagFirst = 1u << 1,   // first segment of a message
     kFlagLast = 1u << 2,    // last segment of a message
     kFlagAckReq = 1u << 3,  // receiver should acknowledge without delay
-    kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq
+    kFlagDcInit = 1u << 4,  // a DC stream's packet from its initiator (DCI) to its target
+    kFlagDcTarget = 1u << 5,   // a DC stream's packet from its target context to its initiator
+    kFlagsDc = kFlagDcInit | kFlagDcTarget,
+    kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq | kFlagsDc
 };
 
 // The header, little-endian on the wire, 104 bytes, no implicit padding (PROTOCOL.md §2.1 has
@@ -71,7 +74,7 @@ enum : uint16_t {
 // +-------------------------------+---------------+---------------+
 // |            req_psn            |  payload_len  |   reserved    | 80
 // +-------------------------------+---------------+---------------+
-// |              crc              |           reserved2           | 88
+// |              crc              |            stream             | 88
 // +-------------------------------+-------------------------------+
 // |            auth (dst_conn 0: proof of the receiver's secret)  | 96
 // +---------------------------------------------------------------+
@@ -97,7 +100,7 @@ struct PacketHeader {
     uint16_t payload_len;   // payload bytes after the header
     uint16_t reserved;      // zero
     uint32_t crc;           // CRC32C of header (crc = 0) and payload
-    uint32_t reserved2;     // zero
+    uint32_t stream;        // a DC stream's number (with one DC flag, never 0); otherwise zero
     uint64_t auth;          // dst_conn 0: SipHash-2-4 proof that the sender knows the receiver's
                             // secret (wire/auth.h, PROTOCOL.md §7); otherwise zero
 } __attribute__((packed));
@@ -125,14 +128,18 @@ static_assert(offsetof(PacketHeader, req_psn) == 80, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, payload_len) == 84, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, reserved) == 86, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, crc) == 88, "PROTOCOL.md §2.1");
-static_assert(offsetof(PacketHeader, reserved2) == 92, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, stream) == 92, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, auth) == 96, "PROTOCOL.md §2.1");
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "the wire is little-endian; a big-endian port must byte-swap PacketHeader");
 
 // NAK reasons (imm of a NAK).
 enum class NakReason : uint32_t {
-    kRnr = 1,   // receiver not ready: no receive buffer (or no responder resources) for psn
+    kRnr = 1,      // receiver not ready: no receive buffer (or no responder resources) for psn
+    kUseDc = 2,    // the receiver's connection budget is spent: send to it over DC (§8.1)
+    kDcBusy = 3,   // every DC target context is busy: resend psn later, as after kRnr (§8.3)
+    kDcGone = 4,   // the DC target context named was evicted: resend from the oldest
+                   // unacknowledged PSN with kFlagSyn (§8.4)
 };
 
 // The job key a receiver that serves several jobs passes to the checks below: any key passes

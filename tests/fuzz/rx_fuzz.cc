@@ -50,7 +50,8 @@ constexpr uint32_t kSegPayload = kMtu - sizeof(PacketHeader);
 
 const Opcode kOpcodes[] = {Opcode::kSEND,    Opcode::kWRITE,    Opcode::kREAD_REQ,
                            Opcode::kREAD_RESP, Opcode::kERR_RESP, Opcode::kNOP,
-                           Opcode::kACK,     Opcode::kNAK,      Opcode::kRST};
+                           Opcode::kACK,     Opcode::kNAK,      Opcode::kRST,
+                           Opcode::kDC_CLOSE};
 
 void discard_log(LogLevel, const char *, int, const char *, void *) {}
 
@@ -307,7 +308,7 @@ struct World {
         }
         h.payload_len = static_cast<uint16_t>(payload_len);
         h.reserved = 0;
-        h.reserved2 = 0;
+        h.stream = 0;
         if (h.dst_conn == 0) {
             switch (h.auth % 4) {
             case 0:

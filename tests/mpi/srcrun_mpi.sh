@@ -46,4 +46,14 @@ for tls in src,self src,self,sm; do
             { cat out.txt; fail "mpi_check did not pass (UCX_TLS=$tls, np=$np)"; }
     done
 done
+
+# Beyond the connection budget: 8 ranks, each engine with 2 connections, so most peers go over
+# DC streams (PROTOCOL.md §8), with 2 DCIs shared in turn and 4 target contexts.
+LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=lo UCX_SRC_MODE=embedded \
+    UCX_SRC_MAX_CONNECTIONS=2 UCX_SRC_NUM_DCI=2 UCX_SRC_DC_TARGETS=4 \
+    run_bounded 300 "$srcrun" --module "$module" "$MPIRUN" -np 8 "$prog" >out.txt 2>&1 ||
+    { cat out.txt; fail "MPI job with UCX_SRC_MAX_CONNECTIONS=2 failed"; }
+grep -q "mpi_check: 8 ranks passed" out.txt ||
+    { cat out.txt; fail "mpi_check did not pass with UCX_SRC_MAX_CONNECTIONS=2"; }
+echo "PASS: 8 ranks over a budget of 2 connections each (DC for the rest)"
 echo "PASS: srcrun runs MPI jobs on pml/ucx with the module loaded"

@@ -304,7 +304,7 @@ TEST_F(Auth, rx_datagram__no_answer_tells_a_prober_the_incarnation)
     EXPECT_TRUE(back.empty()) << back.size() << " answers, the first " << to_string(back[0].h);
 }
 
-TEST_F(Auth, rx_datagram__proved_syn_refused_for_a_full_table_is_reset_unproved_is_not)
+TEST_F(Auth, rx_datagram__proved_syn_beyond_the_budget_is_told_use_dc_unproved_is_not)
 {
     // fill the Nic's 8 connection slots with proved SYNs from 8 peers
     const uint64_t acks = nic_->counter(SRCNIC_CNT_ACKS_SENT);
@@ -326,16 +326,32 @@ TEST_F(Auth, rx_datagram__proved_syn_refused_for_a_full_table_is_reset_unproved_
     // refused
     expect_silent_drop(*late, RawPeer::datagram(syn_send(*late, qp_->qpn()), {}),
                        SRCNIC_CNT_DROP_BAD_PROOF, "unproved");
-    // receive it with its proof / expect CONN_REFUSED and an RST to it: it proved it knows us
+    // receive it with its proof / expect CONN_REFUSED and a NAK USE_DC to it (it proved it
+    // knows us), naming its connection and PSN and no id of ours, and nothing delivered
     Counters before(*nic_);
     late->send(syn_send(*late, qp_->qpn()));
     progress_until_received(1);
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_REFUSED));
-    const std::vector<Packet> back = late->receive();
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_USE_DC_SENT));
+    std::vector<Packet> back = late->receive();
     ASSERT_EQ(1u, back.size());
-    EXPECT_EQ(static_cast<uint8_t>(Opcode::kRST), back[0].h.opcode);
+    EXPECT_EQ(static_cast<uint8_t>(Opcode::kNAK), back[0].h.opcode);
+    EXPECT_EQ(static_cast<uint32_t>(NakReason::kUseDc), back[0].h.imm);
     EXPECT_EQ(kPeerNic + 200, back[0].h.dst_nic);
     EXPECT_EQ(kPeerConn + 200, back[0].h.dst_conn);
+    EXPECT_EQ(0u, back[0].h.src_conn);
+    EXPECT_EQ(1u, back[0].h.psn);
+    EXPECT_EQ(0u, back[0].h.stream);
+    // receive the same SYN again / expect USE_DC again, from the closed table: no connection
+    // is tried for it (a duplicate must never open one and run what went over DC)
+    late->send(syn_send(*late, qp_->qpn()));
+    progress_until_received(1);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_REFUSED));
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_USE_DC_SENT));
+    back = late->receive();
+    ASSERT_EQ(1u, back.size());
+    EXPECT_EQ(static_cast<uint32_t>(NakReason::kUseDc), back[0].h.imm);
+    EXPECT_EQ(8u, nic_->num_connections());
 }
 
 TEST_F(Auth, rx_datagram__peer_of_a_released_connection_is_reset_no_one_else)

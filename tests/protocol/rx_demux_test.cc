@@ -100,7 +100,7 @@ TEST_F(RxDemux, rx_datagram__trailing_bytes_are_bad_length)
 
 TEST_F(RxDemux, rx_datagram__unknown_version_is_dropped)
 {
-    // receive a sealed SEND with version 2 / expect DROP_BAD_VERSION
+    // receive a sealed SEND with the next version / expect DROP_BAD_VERSION
     PacketHeader h = syn_send(0);
     h.version = kWireVersion + 1;
     EXPECT_TRUE(expect_dropped(RawPeer::datagram(h, {}), SRCNIC_CNT_DROP_BAD_VERSION).empty());
@@ -131,8 +131,8 @@ TEST_F(RxDemux, rx_datagram__wrong_job_key_is_dropped)
 
 TEST_F(RxDemux, rx_datagram__unknown_opcode_is_dropped)
 {
-    // receive sealed packets of opcodes 0, 7, 15, 19 and 255 / expect DROP_UNKNOWN_OPCODE each
-    for (uint8_t op : {0, 7, 15, 19, 255}) {
+    // receive sealed packets of opcodes 0, 7, 15, 20 and 255 / expect DROP_UNKNOWN_OPCODE each
+    for (uint8_t op : {0, 7, 15, 20, 255}) {
         PacketHeader h = syn_send(0);
         h.opcode = op;
         EXPECT_TRUE(expect_dropped(RawPeer::datagram(h, {}), SRCNIC_CNT_DROP_UNKNOWN_OPCODE).empty())
@@ -154,9 +154,9 @@ TEST_F(RxDemux, rx_datagram__unknown_flag_or_reserved_field_is_dropped)
     h = syn_send(0);
     h.reserved = 1;
     EXPECT_TRUE(expect_dropped(RawPeer::datagram(h, {}), SRCNIC_CNT_DROP_BAD_FLAGS).empty());
-    // receive reserved2 = 0x80000000 / expect DROP_BAD_FLAGS
+    // receive stream = 0x80000000 / expect DROP_BAD_FLAGS
     h = syn_send(0);
-    h.reserved2 = 0x80000000u;
+    h.stream = 0x80000000u;
     EXPECT_TRUE(expect_dropped(RawPeer::datagram(h, {}), SRCNIC_CNT_DROP_BAD_FLAGS).empty());
 }
 

@@ -20,7 +20,7 @@ fi
 cfg=$(LD_PRELOAD=$(module_preload) run_bounded 60 ucx_info -c -f 2>&1) ||
     { echo "$cfg"; fail "ucx_info -c -f failed"; }
 for v in SEG_SIZE TX_QUEUE_LEN RX_QUEUE_LEN RX_MAX_BUFS MTU WINDOW RTO RTO_MAX RETRY_COUNT \
-         PEER_TIMEOUT RNR_DELAY MAX_CONNECTIONS MAX_INFLIGHT RX_BUFFERS SOCK_BUF PEER_SOCKETS JOB_KEY \
+         PEER_TIMEOUT RNR_DELAY MAX_CONNECTIONS NUM_DCI DC_TARGETS DC_POLICY DC_QUOTA MAX_INFLIGHT RX_BUFFERS SOCK_BUF PEER_SOCKETS JOB_KEY \
          TX_COALESCE ASYNC_INTERVAL FAULT_DROP FAULT_CORRUPT FAULT_SEED; do
     echo "$cfg" | grep -q "^UCX_SRC_$v=" || fail "UCX_SRC_$v is not documented in ucx_info -c -f"
 done
@@ -34,4 +34,6 @@ echo "$err" | grep -q "UCX_SRC_RX_MAX_BUFS=100 is less than UCX_SRC_RX_QUEUE_LEN
 err=$(LD_PRELOAD=$(module_preload) UCX_SRC_PEER_SOCKETS=65 run_bounded 60 ucx_info -d 2>&1 || true)
 echo "$err" | grep -q "peer_sockets=65" ||
     { echo "$err"; fail "PEER_SOCKETS above 64 not reported"; }
+err=$(LD_PRELOAD=$(module_preload) UCX_SRC_NUM_DCI=5000 run_bounded 60 ucx_info -d 2>&1 || true)
+echo "$err" | grep -q "num_dci=5000" || { echo "$err"; fail "NUM_DCI above 4096 not reported"; }
 echo "PASS: module registers src on every interface and documents its configuration"

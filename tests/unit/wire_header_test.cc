@@ -66,7 +66,7 @@ const std::map<std::string, FieldRow> kStructFields = {
     WIRE_FIELD(psn),      WIRE_FIELD(ack_psn),     WIRE_FIELD(sack),     WIRE_FIELD(src_qpn),
     WIRE_FIELD(dst_qpn),  WIRE_FIELD(msg_len),     WIRE_FIELD(imm),      WIRE_FIELD(addr),
     WIRE_FIELD(rkey),     WIRE_FIELD(req_psn),     WIRE_FIELD(payload_len),
-    WIRE_FIELD(reserved), WIRE_FIELD(crc),         WIRE_FIELD(reserved2), WIRE_FIELD(auth),
+    WIRE_FIELD(reserved), WIRE_FIELD(crc),         WIRE_FIELD(stream), WIRE_FIELD(auth),
 };
 #undef WIRE_FIELD
 

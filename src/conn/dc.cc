@@ -1,0 +1,353 @@
+// Destinations and the DC fallback (PROTOCOL.md §8): where a destination's requests go (its
+// connection, or the DCI attached to its remote NIC), the DCI pool and its quota, the DC target
+// contexts (bounded, least recently used evicted when quiet) and the closed table that keeps
+// exactly-once delivery across an eviction.
+#include "nic/nic.h"
+
+#include "core/log.h"
+#include "core/nic_config.h"
+
+#include <algorithm>
+
+namespace srcnic {
+
+srcnic_status_t Nic::remote_status(const Remote &r) const
+{
+    if (r.dc) {
+        return static_cast<srcnic_status_t>(r.fail_status);
+    }
+    const uint32_t slot = r.conn & 0xffff;
+    const uint32_t gen = r.conn >> 16;
+    if (slot == 0 || slot >= conns_.size()) {
+        return SRCNIC_ERR_CONNECTION_RESET;
+    }
+    const Connection &c = *conns_[slot];
+    if (c.state == ConnState::kOpen && c.gen == gen && c.kind == ConnKind::kConn) {
+        return SRCNIC_OK;
+    }
+    if (c.failed_gen == gen) {
+        return static_cast<srcnic_status_t>(c.fail_status);
+    }
+    return SRCNIC_ERR_CONNECTION_RESET;
+}
+
+SRCNIC_HOT Connection *Nic::route(srcnic_dest_t dest, srcnic_status_t *status, bool request)
+{
+    Remote *r = remote_of(dest);
+    if (r == nullptr) {
+        *status = dest_status(dest);
+        return nullptr;
+    }
+    if (!r->dc) {
+        Connection *c = conn_by_id(r->conn);
+        if (c == nullptr) {
+            *status = remote_status(*r);
+            if (*status == SRCNIC_OK) {
+                *status = SRCNIC_ERR_CONNECTION_RESET;
+            }
+        }
+        return c;
+    }
+    if (r->fail_status != SRCNIC_OK) {
+        *status = static_cast<srcnic_status_t>(r->fail_status);
+        return nullptr;
+    }
+    Connection *c = r->dci != 0 ? conn_by_id(r->dci) : nullptr;
+    if (c == nullptr) {
+        c = dci_attach(*r);
+        if (c == nullptr) {
+            dc_wait_ = true;
+            *status = SRCNIC_ERR_NO_RESOURCE;
+            return nullptr;
+        }
+    } else if (request && config_.dc_quota != 0 && dc_wait_prev_ && c->dc_taken >= config_.dc_quota) {
+        // Others wait for a DCI: this one takes no more, drains and is handed over.
+        *status = SRCNIC_ERR_NO_RESOURCE;
+        return nullptr;
+    }
+    if (r->backlog_head != nullptr) {
+        backlog_to(*r, c);
+    }
+    c->dc_taken += request;
+    c->used = now();
+    return c;
+}
+
+Connection *Nic::current(srcnic_dest_t dest)
+{
+    Remote *r = remote_of(dest);
+    if (r == nullptr) {
+        return nullptr;
+    }
+    return conn_by_id(r->dc ? r->dci : r->conn);
+}
+
+Connection *Nic::dci_attach(Remote &r)
+{
+    Connection *c = conn_open(r.addr, r.nic, false, ConnKind::kDci);
+    if (c == nullptr) {
+        // Every DCI is attached: hand over the least recently used quiet one.
+        Connection *lru = nullptr;
+        for (uint32_t id : dcis_) {
+            Connection *d = conn_by_id(id);
+            if (d != nullptr && d->quiet() && (lru == nullptr || d->used < lru->used)) {
+                lru = d;
+            }
+        }
+        if (lru == nullptr) {
+            return nullptr;
+        }
+        dci_release(lru);
+        c = conn_open(r.addr, r.nic, false, ConnKind::kDci);
+    }
+    c->peer_secret = r.secret;
+    c->remote = static_cast<uint32_t>(&r - remotes_.data());
+    if (++dc_serial_ == 0) {
+        dc_serial_ = 1;
+    }
+    c->stream = dc_serial_;
+    r.dci = c->id;
+    count(SRCNIC_CNT_DC_STREAMS);
+    return c;
+}
+
+void Nic::dci_release(Connection *c)
+{
+    SRCNIC_LOG_DEBUG("DCI %u released from %s (stream %u, %u requests)", c->id,
+                     c->peer_addr.to_string().c_str(), c->stream, c->dc_taken);
+    if (c->peer_conn != 0) {
+        // The target may forget the stream now (unacknowledged: if lost, its closed entry
+        // lingers instead).
+        tx_control(c, Opcode::kDC_CLOSE, c->next_psn, 0);
+    }
+    conn_release(c);
+}
+
+void Nic::dci_sweep(uint64_t now)
+{
+    // One DCI per call: a DCI quiet for kDcMinQuietNs goes back to the pool, and its target's
+    // context and closed entry with it.
+    if (dcis_.empty()) {
+        return;
+    }
+    dci_sweep_ = (dci_sweep_ + 1) % dcis_.size();
+    Connection *c = conn_by_id(dcis_[dci_sweep_]);
+    if (c != nullptr && c->quiet() && now - c->used >= kDcMinQuietNs) {
+        dci_release(c);
+    }
+}
+
+void Nic::backlog_to(Remote &r, Connection *c)
+{
+    while (r.backlog_head != nullptr) {
+        TxMsg *m = r.backlog_head;
+        r.backlog_head = m->next;
+        msg_append(c, m);
+    }
+    r.backlog_tail = nullptr;
+}
+
+void Nic::fall_back_to_dc(Connection *c)
+{
+    auto it = remote_by_addr_.find(c->peer_addr);
+    Remote *r = it != remote_by_addr_.end() ? &remotes_[it->second] : nullptr;
+    if (r == nullptr || r->dc || r->conn != c->id || config_.num_dci == 0) {
+        // Not one of our destinations' connections (the peer's answer to a connection it
+        // opened is not ours to follow), or no DC here: refused as before DC.
+        conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
+        return;
+    }
+    count(SRCNIC_CNT_DC_FALLBACKS);
+    SRCNIC_LOG_DEBUG("%s has no connection for us: connection %u moves to DC",
+                     c->peer_addr.to_string().c_str(), c->id);
+    // Nothing of it was executed (the peer refused every packet): its requests go again, in
+    // order, ahead of anything posted later.
+    while (c->head != nullptr) {
+        TxMsg *m = c->head;
+        c->head = m->next;
+        m->next = nullptr;
+        if (m->kind != TxMsg::Kind::kRequest) {
+            msg_free(m);
+            continue;
+        }
+        if (r->backlog_tail != nullptr) {
+            r->backlog_tail->next = m;
+        } else {
+            r->backlog_head = m;
+        }
+        r->backlog_tail = m;
+    }
+    c->tail = nullptr;
+    c->short_inflight = 0;
+    conn_release(c);
+    r->dc = true;
+    r->conn = 0;
+    if (r->backlog_head != nullptr) {
+        backlogged_.push_back(static_cast<uint32_t>(r - remotes_.data()));
+        tx_due_ = true;
+    }
+}
+
+Connection *Nic::dct_for(const PacketHeader &h, const LinkAddr &src)
+{
+    const ClosedKey key{src, h.src_nic, h.stream, false};
+    if (auto it = dct_by_stream_.find(key); it != dct_by_stream_.end()) {
+        Connection *c = conns_[it->second].get();
+        if (c->peer_conn == h.src_conn) {
+            return c;
+        }
+        count(SRCNIC_CNT_DROP_WRONG_GEN);   // another DCI claims the stream
+        return nullptr;
+    }
+    auto closed = closed_.find(key);
+    const bool resumed = closed != closed_.end();
+    const Closed was = resumed ? closed->second : Closed{};
+    if (!resumed && h.psn != 1) {
+        // A stream starts at PSN 1; a later packet of one this NIC neither holds nor remembers
+        // is stale (or its first packet is still on the way): executing it could repeat what an
+        // evicted context did, so it is dropped and resent.
+        count(SRCNIC_CNT_DROP_DC_STALE);
+        return nullptr;
+    }
+    if (config_.dc_targets == 0) {
+        // No DC targets here: refused like a connection beyond the budget without DC.
+        count(SRCNIC_CNT_DROP_NO_CONN);
+        tx_reset(src, h.src_nic, h.src_conn, h.job_key);
+        return nullptr;
+    }
+    if (dcts_.size() >= config_.dc_targets && !dct_evict()) {
+        count(SRCNIC_CNT_DC_BUSY_SENT);
+        tx_nak_unbound(src, h, NakReason::kDcBusy);
+        return nullptr;
+    }
+    Connection *c = conn_open(src, h.src_nic, false, ConnKind::kDct);
+    if (c == nullptr) {
+        count(SRCNIC_CNT_DC_BUSY_SENT);
+        tx_nak_unbound(src, h, NakReason::kDcBusy);
+        return nullptr;
+    }
+    c->stream = h.stream;
+    c->peer_conn = h.src_conn;
+    if (resumed) {
+        // It went on after its context was evicted: PSNs before rx_psn were executed (and are
+        // acknowledged again, not executed), and our answers go on where they stopped.
+        c->expected_psn = was.rx_psn;
+        c->next_psn = c->send_psn = c->acked_psn = c->resend_psn = c->resend_end = c->sack_base = was.tx_psn;
+        closed_.erase(key);   // (its FIFO entry is skipped when it comes up)
+        count(SRCNIC_CNT_DC_RESUMED);
+    } else {
+        count(SRCNIC_CNT_DC_TARGETS_OPENED);
+    }
+    dct_by_stream_[key] = c->id & 0xffff;
+    return c;
+}
+
+bool Nic::dct_evict()
+{
+    // Only a context quiet for a while: one that just answered is likely to hear from its
+    // initiator again within a round trip, and evicting it then costs that stream a DC_GONE
+    // and a resume (under a crowd of new streams every context thrashed so).
+    const uint64_t now = this->now();
+    Connection *lru = nullptr;
+    for (uint32_t id : dcts_) {
+        Connection *d = conn_by_id(id);
+        if (d != nullptr && d->quiet() && now - d->used >= kDcMinQuietNs &&
+            (lru == nullptr || d->used < lru->used)) {
+            lru = d;
+        }
+    }
+    if (lru == nullptr || !closed_room(now)) {
+        return false;
+    }
+    count(SRCNIC_CNT_DC_EVICTIONS);
+    SRCNIC_LOG_DEBUG("DC target %u evicted (stream %u of %s at PSN %u)", lru->id, lru->stream,
+                     lru->peer_addr.to_string().c_str(), lru->expected_psn);
+    closed_add(ClosedKey{lru->peer_addr, lru->peer_nic, lru->stream, false},
+               Closed{lru->expected_psn, lru->next_psn, 0}, now);
+    conn_release(lru);
+    return true;
+}
+
+void Nic::dc_gone(const PacketHeader &h, const LinkAddr &src)
+{
+    // Answered only for a stream this NIC holds (in the closed table, or resumed meanwhile in
+    // another context, by a SYN packet the sender had in flight): nobody else learns anything
+    // from it (§7.3).
+    const ClosedKey key{src, h.src_nic, h.stream, false};
+    if (h.opcode == static_cast<uint8_t>(Opcode::kDC_CLOSE)) {
+        // Its context was evicted: the closed entry goes, if it is where the stream ended.
+        auto it = closed_.find(key);
+        if (it != closed_.end() && it->second.rx_psn == h.psn) {
+            closed_.erase(it);
+            count(SRCNIC_CNT_DC_CLOSED);
+        }
+        return;
+    }
+    if ((closed_.count(key) == 0 && dct_by_stream_.count(key) == 0) ||
+        h.opcode == static_cast<uint8_t>(Opcode::kNAK) || h.opcode == static_cast<uint8_t>(Opcode::kACK)) {
+        count(SRCNIC_CNT_DROP_DC_STALE);
+        return;
+    }
+    count(SRCNIC_CNT_DC_GONE_SENT);
+    tx_nak_unbound(src, h, NakReason::kDcGone);
+}
+
+bool Nic::closed_room(uint64_t now)
+{
+    const size_t cap = static_cast<size_t>(std::max(1u, config_.dc_targets)) * kDcClosedPerTarget;
+    if (closed_fifo_.size() != cap) {
+        closed_fifo_.resize(cap);
+    }
+    // Entries resumed (or closed again) meanwhile are skipped; the others leave once no
+    // initiator can resend into their stream any more.
+    while (closed_count_ != 0) {
+        const ClosedRef &ref = closed_fifo_[closed_head_];
+        auto it = closed_.find(ref.key);
+        const bool live = it != closed_.end() && it->second.seq == ref.seq;
+        if (live && now - ref.since_ns < closed_linger_ns_) {
+            return closed_count_ < cap;
+        }
+        if (live) {
+            closed_.erase(it);
+        }
+        closed_head_ = (closed_head_ + 1) % cap;
+        --closed_count_;
+    }
+    return true;
+}
+
+void Nic::closed_add(const ClosedKey &k, Closed v, uint64_t now)
+{
+    const size_t cap = closed_fifo_.size();
+    if (closed_count_ == cap) {
+        const ClosedRef &ref = closed_fifo_[closed_head_];
+        auto it = closed_.find(ref.key);
+        if (it != closed_.end() && it->second.seq == ref.seq) {
+            closed_.erase(it);
+        }
+        closed_head_ = (closed_head_ + 1) % cap;
+        --closed_count_;
+    }
+    v.seq = ++closed_seq_;
+    closed_[k] = v;
+    closed_fifo_[(closed_head_ + closed_count_) % cap] = ClosedRef{k, v.seq, now};
+    ++closed_count_;
+}
+
+void Nic::refused_add(const ClosedKey &k)
+{
+    const size_t cap = static_cast<size_t>(std::max(1u, config_.dc_targets)) * kDcClosedPerTarget;
+    if (refused_fifo_.size() != cap) {
+        refused_fifo_.resize(cap);
+        refused_next_ = 0;
+    }
+    ClosedKey &slot = refused_fifo_[refused_next_];
+    if (slot.id != 0) {
+        refused_.erase(slot);
+    }
+    slot = k;
+    refused_[k] = 1;
+    refused_next_ = (refused_next_ + 1) % cap;
+}
+
+} // namespace srcnic

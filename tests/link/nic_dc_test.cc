@@ -1,0 +1,278 @@
+// The DC fallback over the in-memory link (PROTOCOL.md §8): a target whose connection budget is
+// spent serves every further initiator over DC streams, with a bounded number of target contexts
+// evicted and resumed under loss, reordering and duplication; every message arrives exactly once
+// and in order, RDMA content verified.
+#include "nic_harness.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace srcnic {
+namespace test {
+namespace {
+
+struct Note {
+    uint32_t src;   // initiator index
+    uint32_t seq;   // its SENDs, 0, 1, 2
+};
+
+constexpr uint32_t kSlot = 64;   // bytes of the target's region per initiator
+
+uint8_t pattern(uint32_t src, uint32_t i) { return static_cast<uint8_t>(src * 131u + i * 7u + 1u); }
+
+size_t initiators_from_env(size_t dflt)
+{
+    const char *v = std::getenv("SRCNIC_DC_INITIATORS");
+    return v != nullptr ? static_cast<size_t>(std::strtoul(v, nullptr, 10)) : dflt;
+}
+
+// One target with a budget of 8 connections and 16 DC target contexts, and n initiators, each
+// posting WRITE, SEND, SEND, READ, SEND to it; faults (both ways) on the target's link.
+void run_many_initiators(size_t n, double loss, uint64_t seed)
+{
+    std::printf("seed %" PRIu64 ", %zu initiators, %.0f %% loss\n", seed, n, loss * 100);
+    srcnic_config_t tc = test_config();
+    // A thousand initiators start at once at one target, whose receive queue holds 4096
+    // datagrams: most of their first packets are dropped there, again and again until the
+    // target's contexts come round to them. The retry budget must outlast that incast.
+    tc.rto_us = 1000;
+    tc.rto_max_us = 100000;
+    tc.retry_count = 1000;
+    tc.peer_timeout_ms = 120000;
+    tc.max_connections = 8;
+    tc.dc_targets = 16;
+    tc.rx_buffers = 2048;
+    srcnic_config_t ic = tc;
+    ic.max_connections = 4096;
+    ic.max_inflight = 32;
+    ic.rx_buffers = 160;
+    LoopbackNics nics(1, tc, 8192, seed);
+    for (size_t i = 0; i < n; ++i) {
+        nics.add(ic, seed + 1 + i);
+    }
+    FaultConfig fc;
+    fc.drop = loss;
+    fc.duplicate = loss / 2;
+    fc.reorder = loss;
+    ASSERT_EQ(SRCNIC_OK, nics.faulty(0)->set_config(fc, fc));
+    Nic *target = nics.nic(0);
+
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    qc.rq_size = 4096;
+    Qp *tqp;
+    ASSERT_EQ(SRCNIC_OK, target->qp_create(qc, &tqp));
+    std::vector<uint8_t> region(n * kSlot, 0);
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, target->mr_reg(region.data(), region.size(),
+                                        SRCNIC_ACCESS_REMOTE_WRITE | SRCNIC_ACCESS_REMOTE_READ, &mr));
+    std::vector<Note> rbuf(qc.rq_size);
+    for (uint32_t b = 0; b < qc.rq_size; ++b) {
+        ASSERT_EQ(SRCNIC_OK, tqp->post_recv(make_recv(b, &rbuf[b], sizeof(Note))));
+    }
+
+    qc.sq_size = 8;
+    qc.rq_size = 8;
+    struct Init {
+        Qp *qp;
+        srcnic_dest_t dest;
+        std::vector<uint8_t> wbuf, rbuf;
+        Note notes[3];
+        uint32_t completed = 0;
+    };
+    std::vector<Init> inits(n);
+    for (size_t i = 0; i < n; ++i) {
+        Init &x = inits[i];
+        Nic *nic = nics.nic(i + 1);
+        ASSERT_EQ(SRCNIC_OK, nic->qp_create(qc, &x.qp));
+        ASSERT_EQ(SRCNIC_OK, nic->dest_create(target->addr(), tqp->qpn(), &x.dest));
+        x.wbuf.resize(kSlot);
+        x.rbuf.assign(kSlot, 0);
+        for (uint32_t b = 0; b < kSlot; ++b) {
+            x.wbuf[b] = pattern(static_cast<uint32_t>(i), b);
+        }
+        const uint64_t raddr = reinterpret_cast<uint64_t>(region.data()) + i * kSlot;
+        for (uint32_t s = 0; s < 3; ++s) {
+            x.notes[s] = Note{static_cast<uint32_t>(i), s};
+        }
+        ASSERT_EQ(SRCNIC_OK, x.qp->post_send(make_rdma(SRCNIC_OP_WRITE, x.dest, 0, x.wbuf.data(),
+                                                       kSlot, raddr, mr->rkey)));
+        ASSERT_EQ(SRCNIC_OK, x.qp->post_send(make_send(x.dest, 1, &x.notes[0], sizeof(Note))));
+        ASSERT_EQ(SRCNIC_OK, x.qp->post_send(make_send(x.dest, 2, &x.notes[1], sizeof(Note))));
+        ASSERT_EQ(SRCNIC_OK, x.qp->post_send(make_rdma(SRCNIC_OP_READ, x.dest, 3, x.rbuf.data(),
+                                                       kSlot, raddr, mr->rkey)));
+        ASSERT_EQ(SRCNIC_OK, x.qp->post_send(make_send(x.dest, 4, &x.notes[2], sizeof(Note))));
+    }
+
+    std::vector<uint32_t> next_seq(n, 0);
+    uint64_t received = 0, completed = 0;
+    std::string failure;
+    const std::vector<Nic *> all = nics.all();
+    const bool done = progress_until(all, [&] {
+        srcnic_cqe_t cqes[64];
+        unsigned got = tqp->poll_cq(cqes, 64);
+        for (unsigned k = 0; k < got && failure.empty(); ++k) {
+            const Note note = rbuf[cqes[k].wr_id];
+            if (cqes[k].status != SRCNIC_OK || note.src >= n || note.seq != next_seq[note.src]) {
+                failure = "target: failed, duplicated or out-of-order SEND";
+                break;
+            }
+            ++next_seq[note.src];
+            ++received;
+            tqp->post_recv(make_recv(cqes[k].wr_id, &rbuf[cqes[k].wr_id], sizeof(Note)));
+        }
+        for (size_t i = 0; i < n && failure.empty(); ++i) {
+            Init &x = inits[i];
+            while (x.qp->poll_cq(cqes, 1) == 1) {
+                if (cqes[0].status != SRCNIC_OK || cqes[0].wr_id != x.completed) {
+                    failure = "initiator " + std::to_string(i) + ": completion " +
+                              std::to_string(cqes[0].wr_id) + " " +
+                              srcnic_status_string(static_cast<srcnic_status_t>(cqes[0].status));
+                    break;
+                }
+                ++x.completed;
+                ++completed;
+            }
+        }
+        EXPECT_LE(target->counter(SRCNIC_CNT_DC_TARGETS_MAX), 16u);
+        return !failure.empty() || (received == 3 * n && completed == 5 * n);
+    }, 60.0);
+    auto report = [&]() -> uint64_t {
+    uint64_t fallbacks = 0;
+    for (size_t i = 0; i < n; ++i) {
+        fallbacks += nics.nic(i + 1)->counter(SRCNIC_CNT_DC_FALLBACKS);
+    }
+    std::printf("target: %u connections, DC targets opened %" PRIu64 ", resumed %" PRIu64
+                ", evicted %" PRIu64 ", most at once %" PRIu64 ", busy %" PRIu64 ", gone %" PRIu64
+                ", stale drops %" PRIu64 "; initiators fell back: %" PRIu64 "\n",
+                target->num_connections(), target->counter(SRCNIC_CNT_DC_TARGETS_OPENED),
+                target->counter(SRCNIC_CNT_DC_RESUMED), target->counter(SRCNIC_CNT_DC_EVICTIONS),
+                target->counter(SRCNIC_CNT_DC_TARGETS_MAX), target->counter(SRCNIC_CNT_DC_BUSY_SENT),
+                target->counter(SRCNIC_CNT_DC_GONE_SENT), target->counter(SRCNIC_CNT_DROP_DC_STALE),
+                fallbacks);
+    return fallbacks;
+    };
+    const uint64_t fallbacks = report();
+    if (!done) {
+        std::printf("target peers: %s\n", target->peers_json().c_str());
+    }
+    for (size_t i = 0; i < n && !done; ++i) {
+        if (inits[i].completed != 5) {
+            std::printf("initiator %zu: %u completions, %u connections, fell back %" PRIu64
+                        ", streams %" PRIu64 ", rnr %" PRIu64 " busy %" PRIu64 "\n", i,
+                        inits[i].completed, nics.nic(i + 1)->num_connections(),
+                        nics.nic(i + 1)->counter(SRCNIC_CNT_DC_FALLBACKS),
+                        nics.nic(i + 1)->counter(SRCNIC_CNT_DC_STREAMS),
+                        nics.nic(i + 1)->counter(SRCNIC_CNT_RNR_RECEIVED),
+                        nics.nic(i + 1)->counter(SRCNIC_CNT_DC_BUSY_RECEIVED));
+        }
+    }
+    ASSERT_TRUE(done) << "watchdog: " << received << " of " << 3 * n << " SENDs, " << completed
+                      << " of " << 5 * n << " completions";
+    ASSERT_EQ("", failure);
+    for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(0, std::memcmp(inits[i].wbuf.data(), region.data() + i * kSlot, kSlot)) << i;
+        ASSERT_EQ(inits[i].wbuf, inits[i].rbuf) << "READ over DC, initiator " << i;
+    }
+    // Nothing more arrives: no message ran twice after its last completion.
+    progress_until(all, [] { return false; }, 0.2);
+    srcnic_cqe_t extra;
+    EXPECT_EQ(0u, tqp->poll_cq(&extra, 1));
+    EXPECT_LE(target->num_connections(), 8u);
+    EXPECT_LE(target->counter(SRCNIC_CNT_DC_TARGETS_MAX), 16u);
+    if (n > 24) {
+        EXPECT_EQ(n - 8, fallbacks);
+        EXPECT_GT(target->counter(SRCNIC_CNT_DC_EVICTIONS), 0u);
+    }
+    target->mr_dereg(mr);
+}
+
+TEST(NicDc, many_initiators__budget_8_targets_16_exactly_once)
+{
+    run_many_initiators(initiators_from_env(1024), 0.0, 0xdc000001);
+}
+
+TEST(NicDc, many_initiators__under_10_percent_loss_exactly_once)
+{
+    run_many_initiators(initiators_from_env(1024), 0.10, 0xdc000002);
+}
+
+// An initiator whose own budget is spent sends to its further peers over DC (no USE_DC round
+// trip), with one DCI handed from target to target (num_dci 1, quota 2).
+TEST(NicDc, initiator_budget__one_dci_shared_by_targets_in_turn)
+{
+    const uint64_t seed = 0xdc000003;
+    std::printf("seed %" PRIu64 "\n", seed);
+    srcnic_config_t config = test_config();
+    config.max_connections = 1;
+    config.num_dci = 1;
+    config.dc_quota = 2;
+    constexpr size_t kTargets = 4;
+    LoopbackNics nics(1 + kTargets, config, 8192, seed);
+    FaultConfig fc;
+    fc.drop = 0.05;
+    fc.reorder = 0.05;
+    ASSERT_EQ(SRCNIC_OK, nics.faulty(0)->set_config(fc, fc));
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *iqp;
+    ASSERT_EQ(SRCNIC_OK, nics.nic(0)->qp_create(qc, &iqp));
+    std::vector<Qp *> tqps(kTargets);
+    std::vector<srcnic_dest_t> dests(kTargets);
+    constexpr uint32_t kPer = 20;
+    std::vector<std::vector<Note>> rbufs(kTargets, std::vector<Note>(kPer));
+    for (size_t t = 0; t < kTargets; ++t) {
+        ASSERT_EQ(SRCNIC_OK, nics.nic(1 + t)->qp_create(qc, &tqps[t]));
+        for (uint32_t b = 0; b < kPer; ++b) {
+            ASSERT_EQ(SRCNIC_OK, tqps[t]->post_recv(make_recv(b, &rbufs[t][b], sizeof(Note))));
+        }
+        ASSERT_EQ(SRCNIC_OK, nics.nic(0)->dest_create(nics.nic(1 + t)->addr(), tqps[t]->qpn(), &dests[t]));
+    }
+    EXPECT_EQ(1u, nics.nic(0)->num_connections());
+    EXPECT_EQ(kTargets - 1, nics.nic(0)->counter(SRCNIC_CNT_DC_FALLBACKS));
+    // Interleaved: target 0, 1, 2, 3, 0, 1, ... (a ring of 256 holds them all).
+    std::vector<Note> notes(kTargets * kPer);
+    for (uint32_t s = 0; s < kPer; ++s) {
+        for (size_t t = 0; t < kTargets; ++t) {
+            Note &note = notes[s * kTargets + t];
+            note = Note{static_cast<uint32_t>(t), s};
+            ASSERT_EQ(SRCNIC_OK, iqp->post_send(make_send(dests[t], s * kTargets + t, &note, sizeof(note))));
+        }
+    }
+    uint32_t completed = 0;
+    std::vector<uint32_t> got(kTargets, 0);
+    std::string failure;
+    const bool done = progress_until(nics.all(), [&] {
+        srcnic_cqe_t cqe;
+        while (iqp->poll_cq(&cqe, 1) == 1) {
+            if (cqe.status != SRCNIC_OK) {
+                failure = srcnic_status_string(static_cast<srcnic_status_t>(cqe.status));
+            }
+            ++completed;
+        }
+        for (size_t t = 0; t < kTargets; ++t) {
+            while (tqps[t]->poll_cq(&cqe, 1) == 1) {
+                const Note note = rbufs[t][cqe.wr_id];
+                if (cqe.status != SRCNIC_OK || note.src != t || note.seq != got[t]) {
+                    failure = "target " + std::to_string(t) + ": out of order or duplicated";
+                }
+                ++got[t];
+            }
+        }
+        return !failure.empty() || completed == kTargets * kPer;
+    });
+    ASSERT_TRUE(done) << "watchdog: " << completed << " completions";
+    ASSERT_EQ("", failure);
+    progress_until(nics.all(), [] { return false; }, 0.1);
+    for (size_t t = 0; t < kTargets; ++t) {
+        EXPECT_EQ(kPer, got[t]) << t;
+    }
+    // One DCI served three targets in turn: it started a stream per hand-over.
+    EXPECT_GE(nics.nic(0)->counter(SRCNIC_CNT_DC_STREAMS), 3u);
+}
+
+} // namespace
+} // namespace test
+} // namespace srcnic
