@@ -1,0 +1,365 @@
+// DC streams on crafted packets (PROTOCOL.md §8): the target side (contexts opened, bounded,
+// evicted, resumed without running anything twice, closed, refused when stale) and the initiator
+// side (USE_DC moves a connection's requests to a stream in order; DC_GONE makes it resend as
+// SYN). Each test: "receive X / expect Y".
+#include "raw_peer.h"
+
+#include "core/nic_config.h"
+
+namespace srcnic {
+namespace test {
+namespace {
+
+class Dc : public ProtocolTest {
+protected:
+    static constexpr uint32_t kTargets = 2;
+
+    srcnic_config_t config() override
+    {
+        srcnic_config_t c = protocol_config();
+        c.dc_targets = kTargets;
+        return c;
+    }
+
+    void SetUp() override
+    {
+        ProtocolTest::SetUp();
+        for (uint64_t b = 0; b < 8; ++b) {
+            post_buffer(100 + b, 64);
+        }
+    }
+
+    // Another raw peer at its own address of the fabric.
+    std::unique_ptr<RawPeer> other_peer(uint64_t incarnation, uint32_t conn)
+    {
+        return std::unique_ptr<RawPeer>(new RawPeer(*fabric_, nic_->addr(), kJobKey, incarnation, conn));
+    }
+
+    // A DC_INIT SEND of stream `stream`, PSN psn, from `from`, naming the Nic's context `ctx`
+    // (0: a SYN, which RawPeer::send proves).
+    PacketHeader dc_send(const RawPeer &from, uint32_t stream, uint32_t psn, uint32_t ctx = 0) const
+    {
+        PacketHeader h = from.header(Opcode::kSEND, psn,
+                                     kFlagDcInit | kFlagFirst | kFlagLast | kFlagAckReq |
+                                         (ctx == 0 ? kFlagSyn : 0));
+        h.dst_conn = ctx;
+        h.stream = stream;
+        h.dst_qpn = qp_->qpn();
+        h.src_qpn = kPeerQpn;
+        h.msg_len = 4;
+        return h;
+    }
+
+    // Sends a 4-byte DC SEND and returns what the Nic emitted in that progress call.
+    std::vector<Packet> deliver(RawPeer &from, const PacketHeader &h)
+    {
+        from.send(h, {1, 2, 3, 4});
+        progress_until_received(1);
+        return from.receive();
+    }
+
+    // The Nic's answer among packets: the one that carries its ack (ACK or a piggyback).
+    static const Packet *answer(const std::vector<Packet> &packets, Opcode op)
+    {
+        for (const Packet &p : packets) {
+            if (p.h.opcode == static_cast<uint8_t>(op)) {
+                return &p;
+            }
+        }
+        return nullptr;
+    }
+
+    // Receives completions on qp_ for `us` µs; returns how many RECVs completed.
+    unsigned recvs_for(uint64_t us)
+    {
+        unsigned n = 0;
+        const uint64_t deadline = now_ns() + us * kNsPerUs;
+        srcnic_cqe_t cqe;
+        do {
+            nic_->progress();
+            while (qp_->poll_cq(&cqe, 1) == 1) {
+                n += cqe.opcode == SRCNIC_OP_RECV && cqe.status == SRCNIC_OK;
+            }
+        } while (now_ns() < deadline);
+        return n;
+    }
+
+    // Opens stream `stream` from `from` with its PSN 1 (delivered) and returns the context id
+    // the Nic's acknowledgement names.
+    uint32_t open_stream(RawPeer &from, uint32_t stream)
+    {
+        Counters before(*nic_);
+        from.send(dc_send(from, stream, 1), {1, 2, 3, 4});
+        Packet ack;
+        EXPECT_TRUE(await_from(from, Opcode::kACK, &ack));
+        EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_TARGETS_OPENED) + before.delta(SRCNIC_CNT_DC_RESUMED));
+        EXPECT_EQ(kFlagDcTarget, ack.h.flags & kFlagsDc);
+        EXPECT_EQ(stream, ack.h.stream);
+        EXPECT_EQ(2u, ack.h.ack_psn);
+        EXPECT_EQ(from.conn_id(), ack.h.dst_conn);
+        EXPECT_NE(0u, ack.h.src_conn);
+        return ack.h.src_conn;
+    }
+
+    // Progresses the Nic until `from` receives a packet of op (watchdog 5 s).
+    bool await_from(RawPeer &from, Opcode op, Packet *out)
+    {
+        const uint64_t deadline = now_ns() + 5 * kNsPerSec;
+        while (now_ns() < deadline) {
+            nic_->progress();
+            for (Packet &p : from.receive()) {
+                if (p.h.opcode == static_cast<uint8_t>(op)) {
+                    *out = std::move(p);
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+};
+
+TEST_F(Dc, dc_syn_psn_1__opens_a_target_context_answers_carry_the_stream)
+{
+    // receive a DC_INIT SYN SEND psn 1 of stream 7 / expect it delivered, an ACK with DC_TARGET
+    // and stream 7 naming the sender's DCI, and no connection
+    open_stream(*peer_, 7);
+    EXPECT_EQ(1u, recvs_for(100));
+    EXPECT_EQ(0u, nic_->num_connections());
+}
+
+TEST_F(Dc, dc_syn_later_psn_of_an_unknown_stream__dropped_stale_never_run)
+{
+    // receive a DC_INIT SYN SEND psn 2 of a stream the Nic never saw / expect DROP_DC_STALE,
+    // nothing delivered, no answer
+    Counters before(*nic_);
+    EXPECT_TRUE(deliver(*peer_, dc_send(*peer_, 8, 2)).empty());
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_DC_STALE));
+    EXPECT_EQ(0u, recvs_for(100));
+}
+
+TEST_F(Dc, dc_flags__without_a_stream_or_both_or_a_target_syn_are_bad_flags)
+{
+    // receive DC_INIT with stream 0, then with both DC flags / expect DROP_BAD_FLAGS each, no
+    // answer
+    Counters before(*nic_);
+    PacketHeader h = dc_send(*peer_, 1, 1);
+    h.stream = 0;
+    EXPECT_TRUE(deliver(*peer_, h).empty());
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_BAD_FLAGS));
+    h = dc_send(*peer_, 1, 1);
+    h.flags |= kFlagDcTarget;
+    EXPECT_TRUE(deliver(*peer_, h).empty());
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_DROP_BAD_FLAGS));
+    // receive a proved DC_TARGET SYN (a target always knows its initiator) / expect
+    // DROP_BAD_FLAGS
+    h = dc_send(*peer_, 1, 1);
+    h.flags = static_cast<uint16_t>((h.flags & ~kFlagDcInit) | kFlagDcTarget);
+    EXPECT_TRUE(deliver(*peer_, h).empty());
+    EXPECT_EQ(3u, before.delta(SRCNIC_CNT_DROP_BAD_FLAGS));
+    EXPECT_EQ(0u, recvs_for(100));
+}
+
+TEST_F(Dc, contexts_at_bound__busy_until_one_is_quiet_then_the_lru_is_evicted)
+{
+    std::unique_ptr<RawPeer> a = other_peer(kPeerNic + 1, kPeerConn + 1);
+    std::unique_ptr<RawPeer> b = other_peer(kPeerNic + 2, kPeerConn + 2);
+    std::unique_ptr<RawPeer> c = other_peer(kPeerNic + 3, kPeerConn + 3);
+    open_stream(*a, 1);
+    open_stream(*b, 1);
+    // receive stream 1 of a third peer at once / expect DC_BUSY to it (src_conn 0, its PSN and
+    // stream), nothing delivered, no third context
+    Counters before(*nic_);
+    std::vector<Packet> back = deliver(*c, dc_send(*c, 1, 1));
+    const Packet *nak = answer(back, Opcode::kNAK);
+    ASSERT_NE(nullptr, nak);
+    EXPECT_EQ(static_cast<uint32_t>(NakReason::kDcBusy), nak->h.imm);
+    EXPECT_EQ(0u, nak->h.src_conn);
+    EXPECT_EQ(c->conn_id(), nak->h.dst_conn);
+    EXPECT_EQ(1u, nak->h.psn);
+    EXPECT_EQ(1u, nak->h.stream);
+    EXPECT_EQ(kFlagDcTarget, nak->h.flags & kFlagsDc);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_BUSY_SENT));
+    EXPECT_EQ(2u, recvs_for(100));   // a's and b's only
+    // after both contexts were quiet for longer than the minimum, receive it again / expect the
+    // least recently used (a's) evicted and c's stream opened
+    run_for(kDcMinQuietNs / 1000 + 500);
+    open_stream(*c, 1);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_EVICTIONS));
+    EXPECT_EQ(kTargets, nic_->counter(SRCNIC_CNT_DC_TARGETS_MAX));
+    EXPECT_EQ(1u, recvs_for(100));
+}
+
+TEST_F(Dc, evicted_stream__named_packets_get_gone_and_resume_runs_nothing_twice)
+{
+    std::unique_ptr<RawPeer> a = other_peer(kPeerNic + 1, kPeerConn + 1);
+    std::unique_ptr<RawPeer> b = other_peer(kPeerNic + 2, kPeerConn + 2);
+    std::unique_ptr<RawPeer> c = other_peer(kPeerNic + 3, kPeerConn + 3);
+    const uint32_t ctx = open_stream(*a, 5);
+    open_stream(*b, 1);
+    run_for(kDcMinQuietNs / 1000 + 500);
+    open_stream(*c, 1);   // evicts a's
+    EXPECT_EQ(3u, recvs_for(100));
+    // receive a's psn 2 naming its evicted context / expect DC_GONE (nothing run)
+    Counters before(*nic_);
+    std::vector<Packet> back = deliver(*a, dc_send(*a, 5, 2, ctx));
+    const Packet *gone = answer(back, Opcode::kNAK);
+    ASSERT_NE(nullptr, gone);
+    EXPECT_EQ(static_cast<uint32_t>(NakReason::kDcGone), gone->h.imm);
+    EXPECT_EQ(a->conn_id(), gone->h.dst_conn);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_GONE_SENT));
+    EXPECT_EQ(0u, recvs_for(100));
+    // receive a's psn 1 again, as SYN (its ack was "lost") / expect the stream resumed from the
+    // closed table, psn 1 acknowledged again and not run
+    run_for(kDcMinQuietNs / 1000 + 500);
+    a->send(dc_send(*a, 5, 1), {1, 2, 3, 4});
+    Packet ack;
+    ASSERT_TRUE(await_from(*a, Opcode::kACK, &ack));
+    EXPECT_EQ(2u, ack.h.ack_psn);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_RESUMED));
+    EXPECT_EQ(0u, recvs_for(100));
+    // receive a's psn 2 as SYN / expect it run, once
+    a->send(dc_send(*a, 5, 2), {1, 2, 3, 4});
+    ASSERT_TRUE(await_from(*a, Opcode::kACK, &ack));
+    EXPECT_EQ(3u, ack.h.ack_psn);
+    EXPECT_EQ(1u, recvs_for(100));
+    EXPECT_LE(nic_->counter(SRCNIC_CNT_DC_TARGETS_MAX), kTargets);
+}
+
+TEST_F(Dc, dc_close__ends_the_context_and_the_stream_is_forgotten)
+{
+    const uint32_t ctx = open_stream(*peer_, 3);
+    EXPECT_EQ(1u, recvs_for(100));
+    // receive DC_CLOSE psn 2 (its next PSN) naming the context / expect DC_CLOSED, the context
+    // gone without a closed entry: a later psn 2 of the stream is stale
+    Counters before(*nic_);
+    PacketHeader close = peer_->header(Opcode::kDC_CLOSE, 2, kFlagDcInit);
+    close.dst_conn = ctx;
+    close.stream = 3;
+    peer_->send(close);
+    progress_until_received(1);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_CLOSED));
+    EXPECT_TRUE(deliver(*peer_, dc_send(*peer_, 3, 2)).empty());
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_DC_STALE));
+    EXPECT_EQ(0u, recvs_for(100));
+}
+
+TEST_F(Dc, dc_close__at_another_psn_leaves_the_context)
+{
+    const uint32_t ctx = open_stream(*peer_, 3);
+    // receive DC_CLOSE psn 5 (the Nic executed up to 2 only) / expect the context kept
+    Counters before(*nic_);
+    PacketHeader close = peer_->header(Opcode::kDC_CLOSE, 5, kFlagDcInit);
+    close.dst_conn = ctx;
+    close.stream = 3;
+    peer_->send(close);
+    progress_until_received(1);
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_DC_CLOSED));
+    std::vector<Packet> back = deliver(*peer_, dc_send(*peer_, 3, 2, ctx));
+    EXPECT_EQ(2u, recvs_for(100));
+}
+
+TEST_F(Dc, use_dc__the_connection_requests_go_again_over_a_stream_in_order)
+{
+    // the Nic posts two SENDs to the raw peer, which answers the first SYN with USE_DC / expect
+    // both sent again, in order, as a DC stream from PSN 1 with DC_INIT and a stream number,
+    // and completed once the raw peer acknowledges them as a DC target
+    const srcnic_dest_t dest = dest_to_peer();
+    uint32_t payload[2] = {0x11111111, 0x22222222};
+    for (int i = 0; i < 2; ++i) {
+        srcnic_wqe_t w = {};
+        w.wr_id = 50 + i;
+        w.opcode = SRCNIC_OP_SEND;
+        w.dest = dest;
+        w.num_sge = 1;
+        w.u.sge[0].addr = reinterpret_cast<uint64_t>(&payload[i]);
+        w.u.sge[0].length = 4;
+        ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+    }
+    Packet first;
+    ASSERT_TRUE(await_psn(1, &first));
+    ASSERT_EQ(0u, first.h.flags & kFlagsDc);
+    PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
+    nak.src_conn = 0;
+    nak.dst_conn = first.h.src_conn;
+    nak.imm = static_cast<uint32_t>(NakReason::kUseDc);
+    peer_->send(nak);
+    std::vector<Packet> dc;
+    ASSERT_TRUE(await([&dc](const Packet &p) {
+        if ((p.h.flags & kFlagDcInit) != 0 && opcode_info(p.h.opcode).sequenced) {
+            dc.push_back(p);
+        }
+        return dc.size() == 2;
+    }, &first));
+    EXPECT_EQ(1u, nic_->counter(SRCNIC_CNT_DC_FALLBACKS));
+    EXPECT_EQ(0u, nic_->num_connections());
+    for (uint32_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(i + 1, dc[i].h.psn);
+        EXPECT_NE(0u, dc[i].h.stream);
+        EXPECT_EQ(dc[0].h.stream, dc[i].h.stream);
+        EXPECT_EQ(0u, dc[i].h.dst_conn);   // SYN, proved
+        ASSERT_EQ(4u, dc[i].payload.size());
+        uint32_t v;
+        std::memcpy(&v, dc[i].payload.data(), 4);
+        EXPECT_EQ(payload[i], v);
+    }
+    PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget);
+    ack.stream = dc[0].h.stream;
+    ack.dst_conn = dc[0].h.src_conn;
+    ack.ack_psn = 3;
+    peer_->send(ack);
+    for (int i = 0; i < 2; ++i) {
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(await_cqe(qp_, &cqe));
+        EXPECT_EQ(SRCNIC_OK, cqe.status);
+        EXPECT_EQ(50u + i, cqe.wr_id);
+    }
+}
+
+TEST_F(Dc, dc_gone__the_initiator_resends_from_its_oldest_unacked_psn_as_syn)
+{
+    // a DC stream whose target (the raw peer) learned its id, then answers DC_GONE / expect the
+    // unacknowledged PSN sent again with dst_conn 0 and a proof
+    const srcnic_dest_t dest = dest_to_peer();
+    PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
+    uint32_t v = 7;
+    srcnic_wqe_t w = {};
+    w.wr_id = 60;
+    w.opcode = SRCNIC_OP_SEND;
+    w.dest = dest;
+    w.num_sge = 1;
+    w.u.sge[0].addr = reinterpret_cast<uint64_t>(&v);
+    w.u.sge[0].length = 4;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    nak.src_conn = 0;
+    nak.dst_conn = p.h.src_conn;
+    nak.imm = static_cast<uint32_t>(NakReason::kUseDc);
+    peer_->send(nak);
+    ASSERT_TRUE(await([](const Packet &q) { return (q.h.flags & kFlagDcInit) != 0 && q.h.psn == 1; }, &p));
+    // the target acknowledges nothing yet but names itself (ACK at stream position 1, ack 1)
+    PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget);
+    ack.stream = p.h.stream;
+    ack.dst_conn = p.h.src_conn;
+    ack.src_conn = 0x00420001;
+    ack.ack_psn = 1;
+    peer_->send(ack);
+    run_for(100);
+    // then DC_GONE for psn 1
+    PacketHeader gone = peer_->header(Opcode::kNAK, 1, kFlagDcTarget);
+    gone.stream = p.h.stream;
+    gone.src_conn = 0;
+    gone.dst_conn = p.h.src_conn;
+    gone.imm = static_cast<uint32_t>(NakReason::kDcGone);
+    peer_->send(gone);
+    Packet again;
+    ASSERT_TRUE(await([](const Packet &q) {
+        return (q.h.flags & kFlagDcInit) != 0 && q.h.psn == 1 && q.h.dst_conn == 0 &&
+               (q.h.flags & kFlagSyn) != 0;
+    }, &again));
+    EXPECT_EQ(p.h.stream, again.h.stream);
+}
+
+} // namespace
+} // namespace test
+} // namespace srcnic
