@@ -195,11 +195,18 @@ cmd_agents() {
 }
 
 cmd_agents_stop() {
-    local f
+    local f pid n
     for f in /run/"$prefix"-n*.srcd; do
         [ -f "$f" ] || continue
-        kill "$(cat "$f")" 2>/dev/null || true
+        pid=$(cat "$f")
+        kill "$pid" 2>/dev/null || true
         rm -f "$f"
+        # Gone before this returns (up to 5 s): a new agent on the node takes its socket.
+        n=0
+        while kill -0 "$pid" 2>/dev/null && [ $n -lt 100 ]; do
+            sleep 0.05
+            n=$((n + 1))
+        done
     done
 }
 

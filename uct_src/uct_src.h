@@ -128,6 +128,7 @@ typedef struct uct_src_iface_config {
     unsigned           dc_targets;       /* DC_TARGETS: DC target contexts */
     int                dc_policy;        /* DC_POLICY: uct_src_dc_policy_t */
     unsigned           dc_quota;         /* DC_QUOTA: requests per DCI while others wait */
+    unsigned           dc_promote;       /* DC_PROMOTE: requests in 10 ms that earn a connection */
     unsigned           max_inflight;     /* MAX_INFLIGHT: engine message descriptors */
     unsigned           rx_buffers;       /* RX_BUFFERS: engine packet buffers */
     size_t             sock_buf;         /* SOCK_BUF: socket buffer, bytes */

@@ -141,6 +141,11 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "over after DC_QUOTA requests when another destination waits for a DCI.",
      ucs_offsetof(uct_src_iface_config_t, dc_policy), UCS_CONFIG_TYPE_ENUM(uct_src_dc_policy_names)},
 
+    {"DC_PROMOTE", "256",
+     "A DC destination that sends this many requests within 10 ms gets a connection (an idle\n"
+     "one is closed by agreement when the budget is spent); 0: never.",
+     ucs_offsetof(uct_src_iface_config_t, dc_promote), UCS_CONFIG_TYPE_UINT},
+
     {"DC_QUOTA", "32",
      "Requests a DCI takes for one destination while others wait (DC_POLICY=dcs_quota).",
      ucs_offsetof(uct_src_iface_config_t, dc_quota), UCS_CONFIG_TYPE_UINT},
@@ -792,6 +797,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     nic_config.dc_targets      = config->dc_targets;
     nic_config.dc_quota        = (config->dc_policy == UCT_SRC_DC_POLICY_DCS) ? 0 :
                                  config->dc_quota;
+    nic_config.dc_promote      = config->dc_promote;
     nic_config.max_inflight    = config->max_inflight;
     nic_config.rx_buffers      = config->rx_buffers;
     nic_config.sock_buf        = (uint32_t)ucs_min(config->sock_buf, UINT32_MAX);

@@ -89,6 +89,9 @@ typedef struct srcnic_config {
     uint32_t dc_quota;         /* requests a DCI takes for its target while another target waits
                                   for a DCI, before it drains and is handed over (default 32;
                                   0: it keeps its target while it has work) */
+    uint32_t dc_promote;       /* a DC peer sent this many requests within 10 ms is moved to a
+                                  connection (an idle one is closed by agreement to make room);
+                                  default 256; 0: never */
 } srcnic_config_t;
 
 SRCNIC_API void srcnic_config_init(srcnic_config_t *config);
@@ -239,6 +242,8 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(DC_BUSY_RECEIVED,    "DC_BUSY NAKs received") \
     _(DC_GONE_SENT,        "DC_GONE NAKs sent: a stream named a target context evicted meanwhile") \
     _(DC_CLOSED,           "DC target contexts (or closed-table entries) ended by their initiator's DC_CLOSE") \
+    _(DC_PROMOTED,         "remote NICs moved from DC to a connection: their traffic stayed high") \
+    _(CONN_DEMOTED,        "idle connections closed by agreement to make room for a promotion") \
     _(USE_DC_SENT,         "connection attempts answered USE_DC: the connection budget is spent") \
     _(DROP_DC_STALE,       "drop: DC packet of a stream with no target context, none to resume, and not its first PSN")
 

@@ -123,7 +123,9 @@ int main(int argc, char **argv)
         for (size_t p = text.find("{\"id\":", peers); p != std::string::npos && p < end;
              p = text.find("{\"id\":", p + 1)) {
             const size_t q0 = text.find("\"peer\":\"", p) + 8;
-            std::printf("  connection %lld to %s: %lld packets out, %lld in, %lld retransmitted, srtt %lld us\n",
+            const size_t k0 = text.find("\"kind\":\"", p) + 8;   // connection, DCI, DC target
+            std::printf("  %s %lld to %s: %lld packets out, %lld in, %lld retransmitted, srtt %lld us\n",
+                        text.substr(k0, text.find('"', k0) - k0).c_str(),
                         number_after(text, p, "id"), text.substr(q0, text.find('"', q0) - q0).c_str(),
                         number_after(text, p, "tx_packets"), number_after(text, p, "rx_packets"),
                         number_after(text, p, "retransmits"), number_after(text, p, "srtt_us"));

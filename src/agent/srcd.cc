@@ -64,7 +64,7 @@ void usage(FILE *out)
         "                         idle (default auto: more runnable tasks than CPUs)\n"
         "      --port N           UDP port of the (first) engine (default: any free port)\n"
         "      --mtu N --window N --sock-buf N --max-connections N --max-inflight N\n"
-        "      --num-dci N --dc-targets N --dc-quota N\n"
+        "      --num-dci N --dc-targets N --dc-quota N --dc-promote N\n"
         "      --rto-us N --retry-count N --peer-timeout-ms N\n"
         "                         engine settings, as the UCX_SRC_* variables of the same names\n"
         "  -h, --help\n");
@@ -126,7 +126,7 @@ int main(int argc, char **argv)
 
     enum { kLogFile = 256, kPidFile, kCpu, kSpin, kAllowUser, kAllowAny, kMaxClients, kPort, kMtu,
            kWindow, kSockBuf, kMaxConn, kMaxInflight, kRto, kRetry, kPeerTimeout, kCrowded,
-           kNumDci, kDcTargets, kDcQuota };
+           kNumDci, kDcTargets, kDcQuota, kDcPromote };
     static const struct option opts[] = {
         {"address", required_argument, nullptr, 'a'},
         {"interface", required_argument, nullptr, 'i'},
@@ -149,6 +149,7 @@ int main(int argc, char **argv)
         {"num-dci", required_argument, nullptr, kNumDci},
         {"dc-targets", required_argument, nullptr, kDcTargets},
         {"dc-quota", required_argument, nullptr, kDcQuota},
+        {"dc-promote", required_argument, nullptr, kDcPromote},
         {"max-inflight", required_argument, nullptr, kMaxInflight},
         {"rto-us", required_argument, nullptr, kRto},
         {"retry-count", required_argument, nullptr, kRetry},
@@ -229,6 +230,7 @@ int main(int argc, char **argv)
         case kNumDci: need_number("num-dci"); config.nic.num_dci = v; break;
         case kDcTargets: need_number("dc-targets"); config.nic.dc_targets = v; break;
         case kDcQuota: need_number("dc-quota"); config.nic.dc_quota = v; break;
+        case kDcPromote: need_number("dc-promote"); config.nic.dc_promote = v; break;
         case kMaxInflight: need_number("max-inflight"); config.nic.max_inflight = v; break;
         case kRto: need_number("rto-us"); config.nic.rto_us = v; break;
         case kRetry: need_number("retry-count"); config.nic.retry_count = v; break;

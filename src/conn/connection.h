@@ -169,6 +169,12 @@ struct alignas(64) Connection {
     uint32_t dc_taken = 0;         // DCI: requests taken since it attached (dc_quota)
     uint64_t used = 0;             // DCI: when a request last went on it; DC target: when it
                                    // last received (ns); the least recent goes first
+    bool closing = false;          // connection: we asked the peer to CLOSE it (§8.6); no
+                                   // new request goes on it meanwhile
+    uint8_t close_tries = 0;       //   CLOSE asks sent
+    uint64_t close_sent_ns = 0;    //   the last one, when
+    uint64_t idle_since = 0;       // the last transmit pass it was on the active list (it has
+                                   // had nothing to do since): demotion picks the oldest
 
     // --- transmit half ---
     uint32_t next_psn = 1;         // next PSN to assign

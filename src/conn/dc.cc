@@ -16,6 +16,9 @@ srcnic_status_t Nic::remote_status(const Remote &r) const
     if (r.dc) {
         return static_cast<srcnic_status_t>(r.fail_status);
     }
+    if (r.conn == 0) {
+        return SRCNIC_OK;   // its connection was closed by agreement: the next request reopens
+    }
     const uint32_t slot = r.conn & 0xffff;
     const uint32_t gen = r.conn >> 16;
     if (slot == 0 || slot >= conns_.size()) {
@@ -40,17 +43,50 @@ SRCNIC_HOT Connection *Nic::route(srcnic_dest_t dest, srcnic_status_t *status, b
     }
     if (!r->dc) {
         Connection *c = conn_by_id(r->conn);
+        if (__builtin_expect(c == nullptr && r->conn == 0, 0)) {
+            // Closed by agreement (demoted, §8.6): a connection again, or DC beyond the budget.
+            c = conn_open(r->addr, r->nic);
+            if (c != nullptr) {
+                c->peer_secret = r->secret;
+                r->conn = c->id;
+            } else if (config_.num_dci != 0) {
+                r->dc = true;   // (promoted again when it stays busy)
+                count(SRCNIC_CNT_DC_FALLBACKS);
+                return route(dest, status, request);
+            }
+        }
         if (c == nullptr) {
             *status = remote_status(*r);
             if (*status == SRCNIC_OK) {
                 *status = SRCNIC_ERR_CONNECTION_RESET;
             }
+        } else if (__builtin_expect(c->closing, 0)) {
+            *status = SRCNIC_ERR_NO_RESOURCE;   // waits for the CLOSE's answer
+            return nullptr;
         }
         return c;
     }
     if (r->fail_status != SRCNIC_OK) {
         *status = static_cast<srcnic_status_t>(r->fail_status);
         return nullptr;
+    }
+    if (request && config_.dc_promote != 0) {
+        // Promotion: a DC peer that stays busy is worth a connection.
+        const uint64_t t = now();
+        if (t - r->dc_window_ns > kPromoteWindowNs) {
+            r->dc_window_ns = t;
+            r->dc_recent = 0;
+        }
+        if (++r->dc_recent >= config_.dc_promote && t >= r->no_promote_until &&
+            r->backlog_head == nullptr) {
+            if (!promote(*r, t)) {
+                *status = SRCNIC_ERR_NO_RESOURCE;   // its DCI drains first
+                return nullptr;
+            }
+            if (!r->dc) {
+                return route(dest, status, request);
+            }
+        }
     }
     Connection *c = r->dci != 0 ? conn_by_id(r->dci) : nullptr;
     if (c == nullptr) {
@@ -80,6 +116,147 @@ Connection *Nic::current(srcnic_dest_t dest)
         return nullptr;
     }
     return conn_by_id(r->dc ? r->dci : r->conn);
+}
+
+bool Nic::promote(Remote &r, uint64_t now)
+{
+    if (num_conns_ - self_conns_ >= config_.max_connections && conn_by_addr_.count(r.addr) == 0) {
+        // No room: an idle connection is asked to close, and this peer takes its place once
+        // it has (its next requests try again); with none idle, it tries again later.
+        if (closing_.empty() && !demote_one(now)) {
+            r.no_promote_until = now + kPromoteWindowNs;
+        }
+        return true;
+    }
+    Connection *d = r.dci != 0 ? conn_by_id(r.dci) : nullptr;
+    if (d != nullptr && !d->quiet()) {
+        return false;   // what is on the stream completes first: nothing overtakes it
+    }
+    if (d != nullptr) {
+        dci_release(d);
+    }
+    Connection *c = nullptr;
+    if (auto it = conn_by_addr_.find(r.addr); it != conn_by_addr_.end()) {
+        c = conns_[it->second].get();   // the peer opened one to us meanwhile
+        if (c->peer_nic != r.nic || c->closing) {
+            c = nullptr;
+        }
+    }
+    if (c == nullptr) {
+        c = conn_open(r.addr, r.nic);
+    }
+    if (c == nullptr) {
+        r.no_promote_until = now + kPromoteBackoffNs;
+        return true;
+    }
+    c->peer_secret = r.secret;
+    r.dc = false;
+    r.conn = c->id;
+    r.dc_recent = 0;
+    count(SRCNIC_CNT_DC_PROMOTED);
+    SRCNIC_LOG_DEBUG("%s promoted from DC to connection %u", r.addr.to_string().c_str(), c->id);
+    return true;
+}
+
+bool Nic::demote_one(uint64_t now)
+{
+    if (!closing_.empty()) {
+        return false;   // one at a time
+    }
+    Connection *lru = nullptr;
+    for (size_t slot = 1; slot < conns_.size(); ++slot) {
+        Connection *c = conns_[slot].get();
+        if (c->state != ConnState::kOpen || c->kind != ConnKind::kConn || c->mirror != 0) {
+            continue;
+        }
+        if (c->quiet() && !c->in_active && c->peer_conn != 0 && now - c->idle_since >= kDemoteIdleNs &&
+            (lru == nullptr || c->idle_since < lru->idle_since)) {
+            lru = c;
+        }
+    }
+    if (lru == nullptr) {
+        return false;
+    }
+    lru->closing = true;
+    lru->close_tries = 1;
+    lru->close_sent_ns = now;
+    closing_.push_back(lru->id);
+    tx_control(lru, Opcode::kCLOSE, lru->next_psn, static_cast<uint32_t>(CloseKind::kAsk));
+    SRCNIC_LOG_DEBUG("connection %u to %s idle: asking to close it", lru->id,
+                     lru->peer_addr.to_string().c_str());
+    return true;
+}
+
+void Nic::conn_close(Connection *c)
+{
+    if (auto it = remote_by_addr_.find(c->peer_addr); it != remote_by_addr_.end()) {
+        Remote &r = remotes_[it->second];
+        if (!r.dc && r.conn == c->id) {
+            r.conn = 0;   // its next request opens a connection again (or goes over DC)
+        }
+    }
+    auto it = std::find(closing_.begin(), closing_.end(), c->id);
+    if (it != closing_.end()) {
+        closing_.erase(it);
+    }
+    c->closing = false;
+    conn_release(c);
+}
+
+void Nic::close_received(Connection *c, const PacketHeader &h)
+{
+    if (c->kind != ConnKind::kConn) {
+        count(SRCNIC_CNT_DROP_BAD_RESPONSE);
+        return;
+    }
+    switch (static_cast<CloseKind>(h.imm)) {
+    case CloseKind::kAsk: {
+        // Agreed only if nothing is in flight either way: everything it sent was received here
+        // (its next PSN), everything we sent it holds (its ack), and nothing is owed.
+        const bool agree = !c->closing && c->quiet() && c->expected_psn == h.psn &&
+                           c->next_psn == h.ack_psn && c->mirror == 0;
+        tx_control(c, Opcode::kCLOSE, c->next_psn,
+                   static_cast<uint32_t>(agree ? CloseKind::kAgreed : CloseKind::kRefused));
+        if (agree) {
+            count(SRCNIC_CNT_CONN_DEMOTED);
+            conn_close(c);
+        }
+        break;
+    }
+    case CloseKind::kAgreed:
+        if (c->closing && c->quiet()) {
+            count(SRCNIC_CNT_CONN_DEMOTED);
+            conn_close(c);
+        }
+        break;
+    default:   // refused: it stays
+        if (c->closing) {
+            c->closing = false;
+            closing_.erase(std::find(closing_.begin(), closing_.end(), c->id));
+        }
+        break;
+    }
+}
+
+void Nic::close_sweep(uint64_t now)
+{
+    for (size_t i = 0; i < closing_.size(); ++i) {
+        Connection *c = conn_by_id(closing_[i]);
+        if (c == nullptr) {
+            closing_.erase(closing_.begin() + static_cast<std::ptrdiff_t>(i));
+            return;
+        }
+        if (now - c->close_sent_ns < static_cast<uint64_t>(c->rto_us) * kNsPerUs) {
+            continue;
+        }
+        if (c->close_tries >= std::min<uint32_t>(config_.retry_count, 255)) {
+            conn_fail(c, SRCNIC_ERR_ENDPOINT_TIMEOUT);   // (removed from closing_ next call)
+            return;
+        }
+        ++c->close_tries;
+        c->close_sent_ns = now;
+        tx_control(c, Opcode::kCLOSE, c->next_psn, static_cast<uint32_t>(CloseKind::kAsk));
+    }
 }
 
 Connection *Nic::dci_attach(Remote &r)
@@ -182,6 +359,7 @@ void Nic::fall_back_to_dc(Connection *c)
     conn_release(c);
     r->dc = true;
     r->conn = 0;
+    r->no_promote_until = now() + kPromoteBackoffNs;   // the peer has no room for us
     if (r->backlog_head != nullptr) {
         backlogged_.push_back(static_cast<uint32_t>(r - remotes_.data()));
         tx_due_ = true;
@@ -332,6 +510,28 @@ void Nic::closed_add(const ClosedKey &k, Closed v, uint64_t now)
     closed_[k] = v;
     closed_fifo_[(closed_head_ + closed_count_) % cap] = ClosedRef{k, v.seq, now};
     ++closed_count_;
+}
+
+Nic::StateBytes Nic::state_bytes() const
+{
+    StateBytes b;
+    for (size_t slot = 1; slot < conns_.size(); ++slot) {
+        const Connection &c = *conns_[slot];
+        if (c.state != ConnState::kOpen) {
+            continue;
+        }
+        const size_t bytes = sizeof(Connection) + (c.reorder ? c.window * sizeof(int32_t) : 0);
+        switch (c.kind) {
+        case ConnKind::kConn: b.connections += bytes; break;
+        case ConnKind::kDci: b.dcis += bytes; break;
+        case ConnKind::kDct: b.dc_targets += bytes; break;
+        }
+    }
+    // An entry: its key and value (a hash table's own overhead not counted; a NIC's table
+    // would be a flat array of such entries).
+    b.closed = closed_.size() * (sizeof(ClosedKey) + sizeof(Closed)) + refused_.size() * sizeof(ClosedKey);
+    b.remotes = remotes_.size() * sizeof(Remote);
+    return b;
 }
 
 void Nic::refused_add(const ClosedKey &k)

@@ -31,9 +31,11 @@ Connection *Nic::self_receiver(uint32_t sender)
 
 Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped, ConnKind kind)
 {
+    // A connection of this NIC to itself (§5.7) is not a peer's: the budget does not count it.
+    const bool self = addr == self_addr_ && peer_nic == addr_.incarnation;
     switch (kind) {
     case ConnKind::kConn:
-        if (num_conns_ >= config_.max_connections) {
+        if (!self && num_conns_ - self_conns_ >= config_.max_connections) {
             count(SRCNIC_CNT_CONN_REFUSED);
             // Expected with DC: the peer is served over it (info, once in a while).
             SRCNIC_LOG_RATELIMITED(config_.num_dci != 0 ? LogLevel::kDebug : LogLevel::kWarn,
@@ -90,6 +92,7 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped,
         std::min<uint64_t>(UINT32_MAX, static_cast<uint64_t>(c->full_window) * c->seg_payload / 4));
     c->rto_us = config_.rto_us;
     c->rnr_delay_us = config_.rnr_delay_us;
+    c->idle_since = now();
     if (!reorder || slots != c->window) {
         reorder.reset(new int32_t[c->window]);
     }
@@ -101,6 +104,7 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped,
             conn_by_addr_[addr] = slot;
         }
         ++num_conns_;
+        self_conns_ += self;
         count(SRCNIC_CNT_CONN_OPENED);
         break;
     case ConnKind::kDci:
@@ -176,6 +180,7 @@ void Nic::conn_release(Connection *c)
             conn_by_addr_.erase(it);
         }
         --num_conns_;
+        self_conns_ -= c->peer_addr == self_addr_ && c->peer_nic == addr_.incarnation;
         break;
     }
     case ConnKind::kDci:

@@ -28,6 +28,7 @@ extern "C" void srcnic_config_init(srcnic_config_t *config)
     config->num_dci = 32;
     config->dc_targets = 64;
     config->dc_quota = 32;
+    config->dc_promote = 256;
 }
 
 extern "C" void srcnic_qp_config_init(srcnic_qp_config_t *config)
@@ -88,6 +89,7 @@ srcnic_status_t validate_config(const srcnic_config_t &c)
               in_range("num_dci", c.num_dci, 0, kMaxDci) &&
               in_range("dc_targets", c.dc_targets, 0, kMaxDcTargets) &&
               in_range("dc_quota", c.dc_quota, 0, 1u << 20) &&
+              in_range("dc_promote", c.dc_promote, 0, 1u << 20) &&
               in_range("max_inflight", c.max_inflight, 16, 1u << 20) &&
               (c.rx_buffers == 0 || in_range("rx_buffers", c.rx_buffers, 64, 1u << 20)) &&
               in_range("sock_buf", c.sock_buf, 4096, 1u << 30) &&

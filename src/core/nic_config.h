@@ -28,6 +28,13 @@ constexpr uint32_t kMaxRemotes = 65535;        // destinations' remote NICs (16-
 constexpr uint32_t kDcClosedPerTarget = 64;
 // A DC target context is evicted only after this long without a packet (PROTOCOL.md §8.3).
 constexpr uint64_t kDcMinQuietNs = 1000 * 1000;
+// A DC peer is promoted to a connection after dc_promote requests within this window
+// (PROTOCOL.md §8.6), and an idle connection must have carried nothing for this long to be
+// closed for it.
+constexpr uint64_t kPromoteWindowNs = 10 * 1000 * 1000;
+constexpr uint64_t kDemoteIdleNs = 10 * 1000 * 1000;
+// After a refused promotion (no idle connection, or USE_DC from the peer), none before this.
+constexpr uint64_t kPromoteBackoffNs = 100 * 1000 * 1000;
 constexpr uint32_t kMinMtu = 512;              // smallest usable datagram, bytes
 
 // Packets in flight for a connection whose packets carry seg_payload bytes: the configured

@@ -178,6 +178,9 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
         }
         break;
     }
+    case Opcode::kCLOSE:
+        close_received(c, h);
+        break;
     case Opcode::kDC_CLOSE:
         // The initiator handed its DCI over: everything before psn was executed here and is
         // acknowledged there, and its ack covers what we answered, so the context goes without

@@ -203,6 +203,18 @@ public:
     uint64_t counter(srcnic_counter_t c) const final { return counters_[c]; }
     unsigned num_connections() const final { return num_conns_; }
     size_t conn_state_bytes() const final;
+    // What this NIC holds per peer, bytes, as a hardware NIC would hold it in its contexts and
+    // tables (not its packet buffers, rings or message descriptors, which a hardware NIC keeps
+    // in host memory): see perf/README.md ("DC").
+    struct StateBytes {
+        size_t connections = 0;    // open connections: context + reorder slots
+        size_t dcis = 0;           // attached DCIs: the same
+        size_t dc_targets = 0;     // DC target contexts: the same
+        size_t closed = 0;         // closed-table and refused-connection entries
+        size_t remotes = 0;        // destinations' remote NICs (the address handles)
+        size_t total() const { return connections + dcis + dc_targets + closed + remotes; }
+    };
+    StateBytes state_bytes() const;
     // The open connections as a JSON array: peer, its incarnation, window, round trip, and
     // what went each way (the agent's status report).
     std::string peers_json() const;
@@ -285,6 +297,9 @@ private:
         int16_t failed_status = 0;      // ... and why
         TxMsg *backlog_head = nullptr;  // requests a refused connection had taken (USE_DC),
         TxMsg *backlog_tail = nullptr;  // waiting for a DCI, in order
+        uint32_t dc_recent = 0;         // DC mode: requests since dc_window_ns ...
+        uint64_t dc_window_ns = 0;      // ... (promotion: dc_promote in kPromoteWindowNs)
+        uint64_t no_promote_until = 0;  // not promoted before (the peer refused, no room)
     };
     // The Remote dest names, or nullptr (no such index, or an older generation).
     Remote *remote_of(srcnic_dest_t dest)
@@ -318,6 +333,19 @@ private:
     void dci_sweep(uint64_t now);
     // Moves what r's backlog holds onto DCI c, in order.
     void backlog_to(Remote &r, Connection *c);
+    // r's DC traffic stayed high: moves it to a connection if the budget has room (its DCI
+    // drained first: nothing reorders), or asks an idle connection to close to make room.
+    // Returns false when r's request must wait (its DCI is draining).
+    bool promote(Remote &r, uint64_t now);
+    // Asks the peer of the least recently active idle connection to CLOSE it (§8.6); false if
+    // none is idle.
+    bool demote_one(uint64_t now);
+    // The connection goes without failing: its Remote (if any) opens another on its next request.
+    void conn_close(Connection *c);
+    // A CLOSE from c's peer (h.imm: CloseKind).
+    void close_received(Connection *c, const PacketHeader &h);
+    // Resends the CLOSE asks not answered (one try per rto; the retry budget ends the connection).
+    void close_sweep(uint64_t now);
     // The peer answered our connection's first packets with USE_DC: its requests move, in
     // order, to a DC stream to the same peer, and its destinations follow them (§8.1).
     void fall_back_to_dc(Connection *c);
@@ -596,6 +624,7 @@ private:
     std::vector<uint32_t> free_slots_;
     std::unordered_map<LinkAddr, uint32_t, LinkAddrHash> conn_by_addr_;
     unsigned num_conns_ = 0;
+    unsigned self_conns_ = 0;            // of them, to this NIC itself (outside the budget)
     std::vector<Connection *> active_;   // connections with work, acks or timers
 
     // Destinations' remote NICs (see Remote); never shrinks (a Remote is reused when its
@@ -616,6 +645,7 @@ private:
     size_t closed_count_ = 0;
     uint64_t closed_linger_ns_ = 0;      // peer_timeout + rto_max: no initiator resends later
     std::vector<uint32_t> backlogged_;   // Remotes with a backlog (indexes)
+    std::vector<uint32_t> closing_;      // ids of connections we asked to CLOSE
     uint32_t dc_serial_ = 0;             // last stream number drawn
     size_t dci_sweep_ = 0;               // dcis_ index dci_sweep looked at last
     bool dc_wait_ = false;               // a request waited for a DCI in this requester pass

@@ -163,7 +163,13 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     // NAK a NIC sends without a connection for it (DC_BUSY, DC_GONE, USE_DC: §8).
     const bool unbound = is_rst || (h.opcode == static_cast<uint8_t>(Opcode::kNAK) && h.src_conn == 0);
     if (c != nullptr && !unbound && !from_peer_conn(*c, h)) {
-        if (is_syn) {
+        if (is_syn && c->closing) {
+            // It agreed to our CLOSE (the answer is lost or still on its way) and opened a new
+            // connection since: ours, quiet, closes as agreed.
+            count(SRCNIC_CNT_CONN_DEMOTED);
+            conn_close(c);
+            c = nullptr;
+        } else if (is_syn) {
             // The peer dropped its side and opened a new connection (it proved our secret).
             conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
             c = nullptr;
@@ -361,10 +367,16 @@ void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
         slot >= conns_.size()) {
         return;
     }
-    const Connection &s = *conns_[slot];
+    Connection &s = *conns_[slot];
     const bool peer = s.peer_addr == src && s.peer_nic == h.src_nic;
     const bool released = s.state != ConnState::kOpen && s.id == h.dst_conn &&
                           s.peer_conn == h.src_conn;
+    if (released && peer && s.kind == ConnKind::kConn && h.opcode == static_cast<uint8_t>(Opcode::kCLOSE) &&
+        h.imm == static_cast<uint32_t>(CloseKind::kAsk) && s.failed_gen != s.gen) {
+        // We agreed to close it and the answer was lost: agreed again (§8.6).
+        tx_control(&s, Opcode::kCLOSE, s.next_psn, static_cast<uint32_t>(CloseKind::kAgreed));
+        return;
+    }
     if (peer && (s.state == ConnState::kOpen || released)) {
         tx_reset(src, h.src_nic, h.src_conn, h.job_key);
     }

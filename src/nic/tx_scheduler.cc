@@ -462,6 +462,7 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
             active_.pop_back();
             continue;
         }
+        c->idle_since = now;   // it had work or a timer (an idle one leaves the list)
         if (c->rnr_until_ns == 0) {
             while (!tx_blocked_ && psn_before(c->resend_psn, c->send_psn)) {
                 if (!psn_before(c->resend_psn, c->resend_end)) {

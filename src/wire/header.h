@@ -142,6 +142,14 @@ enum class NakReason : uint32_t {
                    // unacknowledged PSN with kFlagSyn (§8.4)
 };
 
+// What a CLOSE says (imm of a CLOSE): a connection is demoted only if both sides agree that
+// nothing is in flight on it (PROTOCOL.md §8.6).
+enum class CloseKind : uint32_t {
+    kAsk = 0,      // may we close this connection? (psn: our next PSN, ack_psn: what we hold)
+    kAgreed = 1,   // closed here: close it too
+    kRefused = 2,  // something is in flight here: keep it
+};
+
 // The job key a receiver that serves several jobs passes to the checks below: any key passes
 // the header stage, and each request is checked against its destination QP's (PROTOCOL.md §4).
 constexpr int64_t kAnyJobKey = -1;

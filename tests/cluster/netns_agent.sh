@@ -4,6 +4,7 @@
 # agent. Checks the job passes, that every rank attached, and, from srcctl --json on every node,
 # that each node holds exactly one connection to each other node however many ranks talked
 # (SRC's connection sharing: 3 per node, where embedded engines hold one per pair of ranks).
+# Then the same job with agents whose budget is one connection: the rest goes over DC.
 # Skips (77) without root or 'ip netns'.
 . "$top_srcdir/tests/common.sh"
 
@@ -45,4 +46,26 @@ for i in $(seq 1 $nodes); do
     total=$((total + remote))
 done
 echo "PASS: $np ranks on $nodes nodes' agents; $((nodes - 1)) connections per node to the other nodes ($total in all, one per node pair and direction)"
+
+# The same job with a budget of one connection per node agent: the other nodes are served over
+# DC streams (PROTOCOL.md §8), the per-node budget of agent mode.
+"$testbed" agents-stop >/dev/null 2>&1 || true
+run_bounded 60 "$testbed" agents "$srcd" -l info --log-file "$scratch/srcd-dc.log" --max-connections 1 ||
+    { cat "$scratch/srcd-dc.log"; fail "the node agents did not start with --max-connections 1"; }
+LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=veth0 UCX_SRC_MODE=agent \
+    run_bounded 600 "$testbed" mpi "$srcrun" --module "$module" mpirun --host "$hosts" \
+    --bind-to none "$prog" >"$scratch/out-dc.txt" 2>&1 ||
+    { cat "$scratch/out-dc.txt"; tail -n 40 "$scratch/srcd-dc.log"; fail "MPI job over DC beyond a budget of 1 failed"; }
+grep -q "mpi_check: $np ranks passed" "$scratch/out-dc.txt" || { cat "$scratch/out-dc.txt"; fail "mpi_check over DC did not pass"; }
+streams=0
+for i in $(seq 1 $nodes); do
+    "$testbed" exec n$i "$srcctl" --json >"$scratch/n$i-dc.json" || fail "srcctl on n$i"
+    conns=$(grep -o '"kind":"connection","stream":0,"peer":"198\.51\.100\.[0-9]*:' "$scratch/n$i-dc.json" |
+            grep -vc "198\.51\.100\.$i:" || true)
+    [ "$conns" -le 1 ] || { cat "$scratch/n$i-dc.json"; fail "n$i holds $conns connections to other nodes, budget 1"; }
+    s=$(sed -n 's/.*"DC_STREAMS":\([0-9]*\).*/\1/p' "$scratch/n$i-dc.json")
+    streams=$((streams + ${s:-0}))
+done
+[ "$streams" -gt 0 ] || fail "no DC stream was started beyond a budget of 1"
+echo "PASS: $np ranks on $nodes nodes' agents with one connection each; $streams DC streams"
 exit 0

@@ -51,7 +51,7 @@ constexpr uint32_t kSegPayload = kMtu - sizeof(PacketHeader);
 const Opcode kOpcodes[] = {Opcode::kSEND,    Opcode::kWRITE,    Opcode::kREAD_REQ,
                            Opcode::kREAD_RESP, Opcode::kERR_RESP, Opcode::kNOP,
                            Opcode::kACK,     Opcode::kNAK,      Opcode::kRST,
-                           Opcode::kDC_CLOSE};
+                           Opcode::kDC_CLOSE, Opcode::kCLOSE};
 
 void discard_log(LogLevel, const char *, int, const char *, void *) {}
 

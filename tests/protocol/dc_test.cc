@@ -1,7 +1,7 @@
 // DC streams on crafted packets (PROTOCOL.md §8): the target side (contexts opened, bounded,
-// evicted, resumed without running anything twice, closed, refused when stale) and the initiator
+// evicted, resumed without running anything twice, closed, refused when stale), the initiator
 // side (USE_DC moves a connection's requests to a stream in order; DC_GONE makes it resend as
-// SYN). Each test: "receive X / expect Y".
+// SYN), and closing a connection by agreement (demotion). Each test: "receive X / expect Y".
 #include "raw_peer.h"
 
 #include "core/nic_config.h"
@@ -358,6 +358,45 @@ TEST_F(Dc, dc_gone__the_initiator_resends_from_its_oldest_unacked_psn_as_syn)
                (q.h.flags & kFlagSyn) != 0;
     }, &again));
     EXPECT_EQ(p.h.stream, again.h.stream);
+}
+
+TEST_F(Dc, close_ask__a_quiet_connection_is_agreed_closed_and_agreed_again)
+{
+    open_connection();
+    ASSERT_EQ(1u, nic_->num_connections());
+    // receive CLOSE ask at the peer's next PSN (2), acknowledging all the Nic sent (its next is
+    // 1) / expect CLOSE agreed, the connection closed without failing (CONN_DEMOTED)
+    Counters before(*nic_);
+    PacketHeader ask = peer_->header(Opcode::kCLOSE, 2, 0);
+    ask.imm = static_cast<uint32_t>(CloseKind::kAsk);
+    peer_->send(ask);
+    Packet answer;
+    ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer));
+    EXPECT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), answer.h.imm);
+    EXPECT_EQ(0u, nic_->num_connections());
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_DEMOTED));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_CONN_FAILED));
+    // receive the ask again (the answer was lost) / expect agreed again, not RST
+    peer_->send(ask);
+    std::vector<Packet> skipped;
+    ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer, &skipped));
+    EXPECT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), answer.h.imm);
+    EXPECT_EQ(0u, count_op(skipped, Opcode::kRST));
+}
+
+TEST_F(Dc, close_ask__with_a_packet_not_received_here_is_refused)
+{
+    open_connection();
+    // receive CLOSE ask claiming the peer's next PSN is 3 (the Nic holds up to 1) / expect CLOSE
+    // refused, the connection kept
+    PacketHeader ask = peer_->header(Opcode::kCLOSE, 3, 0);
+    ask.imm = static_cast<uint32_t>(CloseKind::kAsk);
+    peer_->send(ask);
+    Packet answer;
+    ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer));
+    EXPECT_EQ(static_cast<uint32_t>(CloseKind::kRefused), answer.h.imm);
+    EXPECT_EQ(1u, nic_->num_connections());
+    EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_CONN_DEMOTED));
 }
 
 } // namespace

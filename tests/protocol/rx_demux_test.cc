@@ -131,8 +131,8 @@ TEST_F(RxDemux, rx_datagram__wrong_job_key_is_dropped)
 
 TEST_F(RxDemux, rx_datagram__unknown_opcode_is_dropped)
 {
-    // receive sealed packets of opcodes 0, 7, 15, 20 and 255 / expect DROP_UNKNOWN_OPCODE each
-    for (uint8_t op : {0, 7, 15, 20, 255}) {
+    // receive sealed packets of opcodes 0, 7, 15, 21 and 255 / expect DROP_UNKNOWN_OPCODE each
+    for (uint8_t op : {0, 7, 15, 21, 255}) {
         PacketHeader h = syn_send(0);
         h.opcode = op;
         EXPECT_TRUE(expect_dropped(RawPeer::datagram(h, {}), SRCNIC_CNT_DROP_UNKNOWN_OPCODE).empty())
