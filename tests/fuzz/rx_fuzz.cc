@@ -101,6 +101,7 @@ struct World {
         config.retry_count = 4;
         config.rnr_delay_us = 10;
         config.max_connections = 8;
+        config.dc_targets = 2;
         config.max_inflight = 32;
         config.rx_buffers = 64;
         config.job_key = kJobKey;
@@ -308,7 +309,9 @@ struct World {
         }
         h.payload_len = static_cast<uint16_t>(payload_len);
         h.reserved = 0;
-        h.stream = 0;
+        // DC packets (either flag) name one of a few streams, so that streams open, go on, are
+        // evicted and come back (both flags, or neither with a stream, stay malformed).
+        h.stream = (h.flags & kFlagsDc) != 0 ? 1 + h.imm % 4 : 0;
         if (h.dst_conn == 0) {
             switch (h.auth % 4) {
             case 0:
