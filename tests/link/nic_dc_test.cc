@@ -281,14 +281,6 @@ TEST(NicDc, initiator_budget__one_dci_shared_by_targets_in_turn)
     EXPECT_GE(nics.nic(0)->counter(SRCNIC_CNT_DC_STREAMS), 3u);
 }
 
-} // namespace
-} // namespace test
-} // namespace srcnic
-
-namespace srcnic {
-namespace test {
-namespace {
-
 // Switching (PROTOCOL.md §8.6): a hub with a budget of one connection streams to two peers in
 // turn, phase after phase, with an idle gap between phases; each busy DC peer is promoted once
 // the idle connection of the other has been closed by agreement, and the other comes back over

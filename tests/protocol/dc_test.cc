@@ -50,6 +50,16 @@ protected:
         return h;
     }
 
+    // Sends DC_CLOSE of stream `stream` at PSN psn to the Nic's context ctx and lets it take it.
+    void dc_close(uint32_t ctx, uint32_t stream, uint32_t psn)
+    {
+        PacketHeader close = peer_->header(Opcode::kDC_CLOSE, psn, kFlagDcInit);
+        close.dst_conn = ctx;
+        close.stream = stream;
+        peer_->send(close);
+        progress_until_received(1);
+    }
+
     // Sends a 4-byte DC SEND and returns what the Nic emitted in that progress call.
     std::vector<Packet> deliver(RawPeer &from, const PacketHeader &h)
     {
@@ -232,11 +242,7 @@ TEST_F(Dc, dc_close__ends_the_context_and_the_stream_is_forgotten)
     // receive DC_CLOSE psn 2 (its next PSN) naming the context / expect DC_CLOSED, the context
     // gone without a closed entry: a later psn 2 of the stream is stale
     Counters before(*nic_);
-    PacketHeader close = peer_->header(Opcode::kDC_CLOSE, 2, kFlagDcInit);
-    close.dst_conn = ctx;
-    close.stream = 3;
-    peer_->send(close);
-    progress_until_received(1);
+    dc_close(ctx, 3, 2);
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_CLOSED));
     EXPECT_TRUE(deliver(*peer_, dc_send(*peer_, 3, 2)).empty());
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_DC_STALE));
@@ -248,13 +254,10 @@ TEST_F(Dc, dc_close__at_another_psn_leaves_the_context)
     const uint32_t ctx = open_stream(*peer_, 3);
     // receive DC_CLOSE psn 5 (the Nic executed up to 2 only) / expect the context kept
     Counters before(*nic_);
-    PacketHeader close = peer_->header(Opcode::kDC_CLOSE, 5, kFlagDcInit);
-    close.dst_conn = ctx;
-    close.stream = 3;
-    peer_->send(close);
-    progress_until_received(1);
+    dc_close(ctx, 3, 5);
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_DC_CLOSED));
-    std::vector<Packet> back = deliver(*peer_, dc_send(*peer_, 3, 2, ctx));
+    // receive psn 2 naming the context / expect it run there
+    deliver(*peer_, dc_send(*peer_, 3, 2, ctx));
     EXPECT_EQ(2u, recvs_for(100));
 }
 
