@@ -259,18 +259,25 @@ void Nic::close_sweep(uint64_t now)
     }
 }
 
+Connection *Nic::lru_quiet(const std::vector<uint32_t> &ids, uint64_t now, uint64_t min_idle_ns)
+{
+    Connection *lru = nullptr;
+    for (uint32_t id : ids) {
+        Connection *d = conn_by_id(id);
+        if (d != nullptr && d->quiet() && now - std::min(now, d->used) >= min_idle_ns &&
+            (lru == nullptr || d->used < lru->used)) {
+            lru = d;
+        }
+    }
+    return lru;
+}
+
 Connection *Nic::dci_attach(Remote &r)
 {
     Connection *c = conn_open(r.addr, r.nic, false, ConnKind::kDci);
     if (c == nullptr) {
         // Every DCI is attached: hand over the least recently used quiet one.
-        Connection *lru = nullptr;
-        for (uint32_t id : dcis_) {
-            Connection *d = conn_by_id(id);
-            if (d != nullptr && d->quiet() && (lru == nullptr || d->used < lru->used)) {
-                lru = d;
-            }
-        }
+        Connection *lru = lru_quiet(dcis_, 0, 0);
         if (lru == nullptr) {
             return nullptr;
         }
@@ -426,14 +433,7 @@ bool Nic::dct_evict()
     // initiator again within a round trip, and evicting it then costs that stream a DC_GONE
     // and a resume (under a crowd of new streams every context thrashed so).
     const uint64_t now = this->now();
-    Connection *lru = nullptr;
-    for (uint32_t id : dcts_) {
-        Connection *d = conn_by_id(id);
-        if (d != nullptr && d->quiet() && now - d->used >= kDcMinQuietNs &&
-            (lru == nullptr || d->used < lru->used)) {
-            lru = d;
-        }
-    }
+    Connection *lru = lru_quiet(dcts_, now, kDcMinQuietNs);
     if (lru == nullptr || !closed_room(now)) {
         return false;
     }
@@ -472,10 +472,7 @@ void Nic::dc_gone(const PacketHeader &h, const LinkAddr &src)
 
 bool Nic::closed_room(uint64_t now)
 {
-    const size_t cap = static_cast<size_t>(std::max(1u, config_.dc_targets)) * kDcClosedPerTarget;
-    if (closed_fifo_.size() != cap) {
-        closed_fifo_.resize(cap);
-    }
+    const size_t cap = closed_fifo_.size();
     // Entries resumed (or closed again) meanwhile are skipped; the others leave once no
     // initiator can resend into their stream any more.
     while (closed_count_ != 0) {
@@ -536,11 +533,7 @@ Nic::StateBytes Nic::state_bytes() const
 
 void Nic::refused_add(const ClosedKey &k)
 {
-    const size_t cap = static_cast<size_t>(std::max(1u, config_.dc_targets)) * kDcClosedPerTarget;
-    if (refused_fifo_.size() != cap) {
-        refused_fifo_.resize(cap);
-        refused_next_ = 0;
-    }
+    const size_t cap = refused_fifo_.size();
     ClosedKey &slot = refused_fifo_[refused_next_];
     if (slot.id != 0) {
         refused_.erase(slot);

@@ -64,6 +64,8 @@ srcnic_status_t Nic::init()
     // rto_max (PROTOCOL.md §8.4).
     closed_linger_ns_ = static_cast<uint64_t>(config_.peer_timeout_ms) * 1000000 +
                         static_cast<uint64_t>(config_.rto_max_us) * 1000;
+    closed_fifo_.resize(static_cast<size_t>(std::max(1u, config_.dc_targets)) * kDcClosedPerTarget);
+    refused_fifo_.resize(closed_fifo_.size());
 
     // Automatic: the link's datagram size (65000 bytes on loopback). The packet buffers are
     // reserved, not touched: a page becomes resident only when a datagram is written to it,
@@ -436,29 +438,22 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
         if (r->nic != remote.incarnation || status != SRCNIC_OK) {
             // A new incarnation at the address, or its connection or stream failed: the
             // destinations made so far keep failing (with why), the new ones start afresh.
-            r->failed_gen = r->gen;
-            r->failed_status = static_cast<int16_t>(status != SRCNIC_OK ? status : SRCNIC_ERR_CONNECTION_RESET);
             if (Connection *old = conn_by_id(r->dc ? r->dci : r->conn)) {
                 conn_fail(old, SRCNIC_ERR_CONNECTION_RESET);
             }
-            const uint16_t gen = static_cast<uint16_t>(r->gen + 1);
-            TxMsg *backlog = r->backlog_head;
-            const uint32_t failed_gen = r->failed_gen;
-            const int16_t failed_status = r->failed_status;
-            *r = Remote();
-            r->gen = gen;
-            r->failed_gen = failed_gen;
-            r->failed_status = failed_status;
-            r->backlog_head = backlog;   // (their QPs complete them as the DCI fails; none here)
-            while (r->backlog_head != nullptr) {
-                TxMsg *m = r->backlog_head;
-                r->backlog_head = m->next;
+            for (TxMsg *m = r->backlog_head, *next; m != nullptr; m = next) {
+                next = m->next;   // requests still waiting for a DCI fail with the old peer
                 if (m->qp != nullptr && !m->cancelled) {
                     m->status = SRCNIC_ERR_CONNECTION_RESET;
                     complete_request(nullptr, m);
                 }
                 msg_free(m);
             }
+            Remote fresh;
+            fresh.gen = static_cast<uint16_t>(r->gen + 1);
+            fresh.failed_gen = r->gen;
+            fresh.failed_status = static_cast<int16_t>(status != SRCNIC_OK ? status : SRCNIC_ERR_CONNECTION_RESET);
+            *r = fresh;
         }
     } else {
         if (remotes_.size() >= kMaxRemotes) {
@@ -547,19 +542,10 @@ size_t Nic::conn_state_bytes() const
 {
     // A connection and its reorder slots, averaged over the open connections (their windows
     // follow their paths), or what one over the link's datagrams would take.
-    size_t slots = 0;
-    unsigned open = 0;
-    for (const auto &c : conns_) {
-        if (c != nullptr && c->state == ConnState::kOpen) {
-            slots += c->window;
-            ++open;
-        }
+    if (num_conns_ != 0) {
+        return state_bytes().connections / num_conns_;
     }
-    if (open == 0) {
-        slots = window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader)));
-        open = 1;
-    }
-    return sizeof(Connection) + slots * sizeof(int32_t) / open;
+    return sizeof(Connection) + window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader))) * sizeof(int32_t);
 }
 
 } // namespace srcnic

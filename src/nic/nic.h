@@ -324,6 +324,9 @@ private:
     Connection *route(srcnic_dest_t dest, srcnic_status_t *status, bool request = true);
     // The connection or DCI dest's requests are on now, without attaching one (or nullptr).
     Connection *current(srcnic_dest_t dest);
+    // Of the DCIs or DC target contexts ids names, the least recently used that is quiet and
+    // has not been used for min_idle_ns before now; nullptr if none.
+    Connection *lru_quiet(const std::vector<uint32_t> &ids, uint64_t now, uint64_t min_idle_ns);
     // Attaches a DCI to r (a free one, or the least recently used quiet one): a new stream.
     Connection *dci_attach(Remote &r);
     // The DCI goes back to the pool; its stream is over (every request acknowledged): the
@@ -485,8 +488,10 @@ private:
     {
         return c.peer_conn != 0 ? c.peer_conn == h.src_conn : h.src_conn != 0;
     }
-    // A packet whose dst_conn names no open connection (DROP_WRONG_GEN): answered with RST only
-    // if its sender is the peer of the slot's open or last connection (PROTOCOL.md §7.3).
+    // A packet whose dst_conn names no open connection of its kind (DROP_WRONG_GEN): answered
+    // only if its sender is the peer of the slot's open or last occupant (PROTOCOL.md §7.3):
+    // with how that occupant ended if it ended without failing (DC_CLOSE for a DCI handed over,
+    // CLOSE agreed for a connection closed by agreement), else with RST (never a DC packet).
     void reject_unknown_id(const PacketHeader &h, const LinkAddr &src);
     // Where the payload of packet h from src goes if it is placed as its CRC is checked: a
     // SEND or READ_RESP segment of at least kCheckWhilePlacingMin bytes that is the next packet

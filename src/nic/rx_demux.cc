@@ -98,21 +98,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         if (c == nullptr) {
             if (h.flags & kFlagDcInit) {
                 dc_gone(h, src);   // its target context was evicted (§8.4)
-            } else if (h.flags & kFlagDcTarget) {
-                // For a DCI handed over since: its stream is over, and the target, which did
-                // not hear so (a lost DC_CLOSE or ack), is told again (§8.5).
-                count(SRCNIC_CNT_DROP_WRONG_GEN);
-                const uint32_t slot = h.dst_conn & 0xffff;
-                if (slot < conns_.size() && conns_[slot] != nullptr) {
-                    Connection *d = conns_[slot].get();
-                    if (d->state == ConnState::kFree && d->kind == ConnKind::kDci &&
-                        d->id == h.dst_conn && d->stream == h.stream && d->peer_addr == src &&
-                        d->peer_nic == h.src_nic && d->peer_conn == h.src_conn &&
-                        h.opcode != static_cast<uint8_t>(Opcode::kNAK)) {
-                        tx_control(d, Opcode::kDC_CLOSE, d->next_psn, 0);
-                    }
-                }
-            } else if (conn_by_id(h.dst_conn) == nullptr) {
+            } else if ((h.flags & kFlagDcTarget) || conn_by_id(h.dst_conn) == nullptr) {
                 reject_unknown_id(h, src);
             } else {
                 count(SRCNIC_CNT_DROP_WRONG_PEER);
@@ -371,13 +357,27 @@ void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
     const bool peer = s.peer_addr == src && s.peer_nic == h.src_nic;
     const bool released = s.state != ConnState::kOpen && s.id == h.dst_conn &&
                           s.peer_conn == h.src_conn;
-    if (released && peer && s.kind == ConnKind::kConn && h.opcode == static_cast<uint8_t>(Opcode::kCLOSE) &&
-        h.imm == static_cast<uint32_t>(CloseKind::kAsk) && s.failed_gen != s.gen) {
-        // We agreed to close it and the answer was lost: agreed again (§8.6).
-        tx_control(&s, Opcode::kCLOSE, s.next_psn, static_cast<uint32_t>(CloseKind::kAgreed));
+    if (!peer) {
         return;
     }
-    if (peer && (s.state == ConnState::kOpen || released)) {
+    // The slot's last occupant ended without failing, and its peer did not hear so (a lost
+    // answer): it is told again how it ended, as it would have been then.
+    if (released && s.failed_gen != s.gen) {
+        if (s.kind == ConnKind::kDci && (h.flags & kFlagDcTarget) && s.stream == h.stream &&
+            h.opcode != static_cast<uint8_t>(Opcode::kNAK)) {
+            // A DCI handed over: its stream is over (§8.5).
+            tx_control(&s, Opcode::kDC_CLOSE, s.next_psn, 0);
+            return;
+        }
+        if (s.kind == ConnKind::kConn && h.opcode == static_cast<uint8_t>(Opcode::kCLOSE) &&
+            h.imm == static_cast<uint32_t>(CloseKind::kAsk)) {
+            // A connection closed by agreement (§8.6).
+            tx_control(&s, Opcode::kCLOSE, s.next_psn, static_cast<uint32_t>(CloseKind::kAgreed));
+            return;
+        }
+    }
+    // A DC packet is never answered with RST: a stream ends by DC_GONE or DC_CLOSE.
+    if ((h.flags & kFlagsDc) == 0 && (s.state == ConnState::kOpen || released)) {
         tx_reset(src, h.src_nic, h.src_conn, h.job_key);
     }
 }

@@ -24,11 +24,15 @@ run_bounded 60 "$testbed" agents "$srcd" -l info --log-file "$scratch/srcd.log" 
 
 hosts=$(seq 1 $nodes | sed "s/.*/n&:$per_node/" | paste -sd, -)
 np=$((nodes * per_node))
-LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=veth0 UCX_SRC_MODE=agent \
-    run_bounded 600 "$testbed" mpi "$srcrun" --module "$module" mpirun --host "$hosts" \
-    --bind-to none "$prog" >"$scratch/out.txt" 2>&1 ||
-    { cat "$scratch/out.txt"; tail -n 40 "$scratch/srcd.log"; fail "MPI job of $np ranks on $nodes nodes' agents failed"; }
-grep -q "mpi_check: $np ranks passed" "$scratch/out.txt" || { cat "$scratch/out.txt"; fail "mpi_check did not pass"; }
+# job OUT LOG WHAT: the MPI job on the nodes' agents, which must pass.
+job() {
+    LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=veth0 UCX_SRC_MODE=agent \
+        run_bounded 600 "$testbed" mpi "$srcrun" --module "$module" mpirun --host "$hosts" \
+        --bind-to none "$prog" >"$1" 2>&1 ||
+        { cat "$1"; tail -n 40 "$2"; fail "MPI job of $np ranks on $nodes nodes' agents failed ($3)"; }
+    grep -q "mpi_check: $np ranks passed" "$1" || { cat "$1"; fail "mpi_check did not pass ($3)"; }
+}
+job "$scratch/out.txt" "$scratch/srcd.log" "a connection per node pair"
 
 # Per node: the agent's connections on veth0 to other nodes (its connection to itself and its
 # mirror carry the ranks of the node among themselves).
@@ -52,11 +56,7 @@ echo "PASS: $np ranks on $nodes nodes' agents; $((nodes - 1)) connections per no
 "$testbed" agents-stop >/dev/null 2>&1 || true
 run_bounded 60 "$testbed" agents "$srcd" -l info --log-file "$scratch/srcd-dc.log" --max-connections 1 ||
     { cat "$scratch/srcd-dc.log"; fail "the node agents did not start with --max-connections 1"; }
-LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=veth0 UCX_SRC_MODE=agent \
-    run_bounded 600 "$testbed" mpi "$srcrun" --module "$module" mpirun --host "$hosts" \
-    --bind-to none "$prog" >"$scratch/out-dc.txt" 2>&1 ||
-    { cat "$scratch/out-dc.txt"; tail -n 40 "$scratch/srcd-dc.log"; fail "MPI job over DC beyond a budget of 1 failed"; }
-grep -q "mpi_check: $np ranks passed" "$scratch/out-dc.txt" || { cat "$scratch/out-dc.txt"; fail "mpi_check over DC did not pass"; }
+job "$scratch/out-dc.txt" "$scratch/srcd-dc.log" "over DC beyond a budget of 1"
 streams=0
 for i in $(seq 1 $nodes); do
     "$testbed" exec n$i "$srcctl" --json >"$scratch/n$i-dc.json" || fail "srcctl on n$i"

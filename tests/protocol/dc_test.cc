@@ -60,6 +60,14 @@ protected:
         progress_until_received(1);
     }
 
+    // Sends a CLOSE ask for the raw peer's connection at its next PSN psn.
+    void close_ask(uint32_t psn)
+    {
+        PacketHeader ask = peer_->header(Opcode::kCLOSE, psn, 0);
+        ask.imm = static_cast<uint32_t>(CloseKind::kAsk);
+        peer_->send(ask);
+    }
+
     // Sends a 4-byte DC SEND and returns what the Nic emitted in that progress call.
     std::vector<Packet> deliver(RawPeer &from, const PacketHeader &h)
     {
@@ -370,9 +378,7 @@ TEST_F(Dc, close_ask__a_quiet_connection_is_agreed_closed_and_agreed_again)
     // receive CLOSE ask at the peer's next PSN (2), acknowledging all the Nic sent (its next is
     // 1) / expect CLOSE agreed, the connection closed without failing (CONN_DEMOTED)
     Counters before(*nic_);
-    PacketHeader ask = peer_->header(Opcode::kCLOSE, 2, 0);
-    ask.imm = static_cast<uint32_t>(CloseKind::kAsk);
-    peer_->send(ask);
+    close_ask(2);
     Packet answer;
     ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer));
     EXPECT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), answer.h.imm);
@@ -380,7 +386,7 @@ TEST_F(Dc, close_ask__a_quiet_connection_is_agreed_closed_and_agreed_again)
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_DEMOTED));
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_CONN_FAILED));
     // receive the ask again (the answer was lost) / expect agreed again, not RST
-    peer_->send(ask);
+    close_ask(2);
     std::vector<Packet> skipped;
     ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer, &skipped));
     EXPECT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), answer.h.imm);
@@ -392,9 +398,7 @@ TEST_F(Dc, close_ask__with_a_packet_not_received_here_is_refused)
     open_connection();
     // receive CLOSE ask claiming the peer's next PSN is 3 (the Nic holds up to 1) / expect CLOSE
     // refused, the connection kept
-    PacketHeader ask = peer_->header(Opcode::kCLOSE, 3, 0);
-    ask.imm = static_cast<uint32_t>(CloseKind::kAsk);
-    peer_->send(ask);
+    close_ask(3);
     Packet answer;
     ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer));
     EXPECT_EQ(static_cast<uint32_t>(CloseKind::kRefused), answer.h.imm);
