@@ -256,9 +256,10 @@ typedef enum srcnic_counter {
 
 SRCNIC_API uint64_t srcnic_nic_counter(const srcnic_nic_t *nic, srcnic_counter_t counter);
 SRCNIC_API const char *srcnic_counter_name(srcnic_counter_t counter);
-/* Bytes of engine state held for one connection (excluding shared packet buffers): averaged
- * over the open connections, whose windows follow their paths; with none open, what one over
- * the link's datagram size would hold. */
+/* Bytes of engine state held for one connection (excluding shared packet buffers): its context
+ * and its share of the active halves (the in-flight and reorder state only busy connections
+ * hold, pooled), averaged over the open connections; with none open, what one busy connection
+ * over the link's datagram size would hold. */
 SRCNIC_API size_t srcnic_conn_state_bytes(const srcnic_nic_t *nic);
 /* Connections currently open. */
 SRCNIC_API unsigned srcnic_nic_num_connections(const srcnic_nic_t *nic);

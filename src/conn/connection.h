@@ -1,13 +1,8 @@
 // Reliability state between this NIC and one remote NIC, shared by every QP on both
-// (PROTOCOL.md §5). The transmit half holds the messages in flight, in PSN order; the receive
-// half holds the next expected PSN, a bounded reorder buffer and the message being received.
-// Nothing here is per QP.
-//
-// Transmit PSNs:   acked_psn <= send_psn <= next_psn
-//   [acked_psn, send_psn)  transmitted, not yet acknowledged (at most `window` of them)
-//   [send_psn, next_psn)   assigned to a message, not yet transmitted
-//   [resend_psn, resend_end)  a retransmission run (RTO probe and recovery, RNR, SACK gap,
-//                          link back-pressure); none while resend_psn == send_psn
+// (PROTOCOL.md §5). A Connection holds what every connection keeps (identity, the next PSN each
+// way, the round-trip estimate); its ConnActive, taken from the NIC's pool only while the
+// connection has work, holds the messages in flight, the acknowledgement owed, the reorder
+// buffer and the message being received. Nothing here is per QP.
 // A message gets its PSN range when the requester takes it (or the responder creates it), so
 // an acknowledgement that covers a PSN also orders everything assigned before it.
 #ifndef SRCNIC_CONN_CONNECTION_H
@@ -125,31 +120,21 @@ inline const char *to_string(ConnKind k)
     return "?";
 }
 
-// Cache-line aligned (and so sized): connections, QPs and NICs are written on every packet,
-// and two of them allocated next to each other may belong to NICs driven by different
-// threads; they must not share a line.
-struct alignas(64) Connection {
-    // --- identity ---
-    ConnState state = ConnState::kFree;
-    uint16_t gen = 0;              // this connection's generation: the slot's opens-th value
-                                   // of a keyed permutation (Nic::gen_for), so that a peer
-                                   // cannot guess it and no two of 65536 opens repeat it
-    uint32_t id = 0;               // slot | gen << 16 (never 0); kept when the connection is
-                                   // released, with the peer's identity below, until the slot
-                                   // is reused: a packet its peer still sends to it is then
-                                   // answered with RST (Nic::reject_unknown_id)
-    LinkAddr peer_addr;            // remote NIC's link address
-    uint64_t peer_nic = 0;         // remote NIC incarnation
-    uint32_t peer_job_key = 0;     // job key of the peer's latest packet (a NIC serving several
-                                   // owners stamps its acknowledgements with it)
-    uint64_t peer_secret = 0;      // remote NIC's secret, from its address: proves the SYN
-                                   // packets sent until peer_conn is learned (PROTOCOL.md §7.1);
-                                   // 0 when the peer opened the connection and we hold no
-                                   // address of it
-    uint32_t peer_conn = 0;        // remote connection id, 0 until learned
-    uint32_t mirror = 0;           // a connection of this NIC to itself: the id of the one
-                                   // that receives what it sends (PROTOCOL.md §5.7), else 0
-    uint32_t seg_payload = 0;      // payload bytes per packet on the path to the peer
+// The half of a connection's state needed only while it has something to do (PROTOCOL.md §5,
+// ARCHITECTURE.md "Connection state"): the transmit half (messages in flight, retransmission,
+// timers), the receive half (acknowledgement owed, the reorder array, the message being
+// received) and the window sizes derived from the path. A connection takes one from its NIC's
+// pool when it gets work (Nic::engage) and gives it back when nothing is in flight either way
+// and nothing is owed (Nic::disengage), so that an idle connection costs only its Connection.
+//
+// Transmit PSNs:   acked_psn <= send_psn <= Connection::next_psn
+//   [acked_psn, send_psn)  transmitted, not yet acknowledged (at most `window` of them)
+//   [send_psn, next_psn)   assigned to a message, not yet transmitted
+//   [resend_psn, resend_end)  a retransmission run (RTO probe and recovery, RNR, SACK gap,
+//                          link back-pressure); none while resend_psn == send_psn
+// While idle all of them equal next_psn, which is why the Connection keeps only that one.
+struct alignas(64) ConnActive {
+    // --- path (from Connection::seg_payload when taken) ---
     uint32_t window = 0;           // packets in flight, and reorder slots (config, or by path)
     uint32_t short_window = 0;     // messages in flight whose last packet is not full (config,
                                    // or kAutoWindowMin): a stream of small messages waits for
@@ -160,24 +145,10 @@ struct alignas(64) Connection {
                                    // holds (a peer's holds as many), at least kMinFullWindow
     uint32_t ack_bytes = 0;        // acknowledge a stream after this much payload (a quarter of
                                    // a full window), or after window / 4 packets
-    uint32_t failed_gen = kNoGen;  // generation that failed last, for srcnic_dest_status
-    int16_t fail_status = 0;       // why it failed
-    uint16_t opens = 0;            // connections the slot has held (wraps): gen_for's input
-    ConnKind kind = ConnKind::kConn;
-    uint32_t stream = 0;           // DCI, DC target: the stream's number (header field stream)
-    uint32_t remote = 0;           // DCI: index of the Remote it is attached to
-    uint32_t dc_taken = 0;         // DCI: requests taken since it attached (dc_quota)
-    uint64_t used = 0;             // DCI: when a request last went on it; DC target: when it
-                                   // last received (ns); the least recent goes first
-    bool closing = false;          // connection: we asked the peer to CLOSE it (§8.6); no
-                                   // new request goes on it meanwhile
-    uint8_t close_tries = 0;       //   CLOSE asks sent
+    uint8_t close_tries = 0;       // connection closing (§8.6): CLOSE asks sent
     uint64_t close_sent_ns = 0;    //   the last one, when
-    uint64_t idle_since = 0;       // the last transmit pass it was on the active list (it has
-                                   // had nothing to do since): demotion picks the oldest
 
     // --- transmit half ---
-    uint32_t next_psn = 1;         // next PSN to assign
     uint32_t send_psn = 1;         // next PSN never transmitted
     uint32_t acked_psn = 1;        // oldest PSN not acknowledged
     uint32_t resend_psn = 1;       // next PSN to retransmit while < send_psn
@@ -191,8 +162,6 @@ struct alignas(64) Connection {
     TxMsg *tail = nullptr;
     uint64_t rto_deadline_ns = 0;  // retransmit when reached; 0 = no timer
     uint32_t rto_us = 0;           // current timeout, µs (doubles on expiry)
-    uint32_t srtt_us = 0;          // smoothed round-trip time, µs (0 = no sample yet)
-    uint32_t rttvar_us = 0;        // round-trip time variation, µs
     bool rtt_timing = false;       // a packet is being timed ...
     uint32_t rtt_psn = 0;          //   ... this one
     uint64_t rtt_start_ns = 0;     //   ... sent then
@@ -210,7 +179,6 @@ struct alignas(64) Connection {
     uint32_t deferred_ack = 0;     //   its cumulative ack
 
     // --- receive half ---
-    uint32_t expected_psn = 1;     // next PSN to deliver
     bool ack_pending = false;      // something to acknowledge
     bool ack_now = false;          // acknowledge in this progress call, even without data
     bool ack_next = false;         // ACK_REQ arrived: acknowledge no later than the start of
@@ -220,6 +188,7 @@ struct alignas(64) Connection {
     uint32_t unacked_rx_bytes = 0; //   and their payload bytes
     uint64_t ack_since_ns = 0;     // when ack_pending became true
     uint32_t reorder_count = 0;    // buffered out-of-order packets
+    uint32_t reorder_cap = 0;      // slots allocated in reorder (>= window)
     std::unique_ptr<int32_t[]> reorder;   // window slots: rx buffer index or -1 (a packet's
                                           // length is in its header)
     struct Inbound {
@@ -237,19 +206,9 @@ struct alignas(64) Connection {
         uint32_t length = 0;
     } inbound;
 
-    // --- scheduling ---
-    bool in_active = false;        // on the NIC's list of connections with work or timers
+    ConnActive *next_free = nullptr;   // the pool's free list
 
-    // --- statistics (the agent's status report) ---
-    uint64_t tx_bytes = 0;         // datagram bytes sent, retransmissions included
-    uint64_t rx_bytes = 0;         // datagram bytes received on it
-    uint32_t tx_packets = 0;       // datagrams sent (wraps)
-    uint32_t rx_packets = 0;       // datagrams received (wraps)
-    uint32_t retransmits = 0;      // packets sent again (wraps)
-
-    bool unacked() const { return acked_psn != send_psn; }
-    // Nothing in flight either way, nothing owed: a DCI may be handed to another target, a DC
-    // target context evicted (PROTOCOL.md §8).
+    // Nothing in flight either way, nothing owed.
     bool quiet() const
     {
         return head == nullptr && !ack_pending && !inbound.active && reorder_count == 0 &&
@@ -259,6 +218,7 @@ struct alignas(64) Connection {
     {
         return recovery == Recovery::kTimeout || recovery == Recovery::kTimeoutHole;
     }
+    bool unacked() const { return acked_psn != send_psn; }
     // A new packet may go: within the window, the short window and the full window.
     bool window_open() const
     {
@@ -280,6 +240,70 @@ struct alignas(64) Connection {
         const uint32_t off = psn - sack_base - 1;
         return off < 64 && ((peer_sack >> off) & 1) != 0;
     }
+};
+
+// What a connection's traffic has been (the agent's status report): software statistics, kept
+// per slot beside the connections and counted apart from the state a NIC must hold.
+struct ConnStats {
+    uint64_t tx_bytes = 0;         // datagram bytes sent, retransmissions included
+    uint64_t rx_bytes = 0;         // datagram bytes received on it
+    uint32_t tx_packets = 0;       // datagrams sent (wraps)
+    uint32_t rx_packets = 0;       // datagrams received (wraps)
+    uint32_t retransmits = 0;      // packets sent again (wraps)
+};
+
+// What every connection keeps, busy or idle: identity, the peer's, the next PSN each way, the
+// round-trip estimate, and its active half while it has one. Cache-line aligned (and so sized):
+// connections, QPs and NICs are written on every packet, and two of them allocated next to each
+// other may belong to NICs driven by different threads; they must not share a line.
+struct alignas(64) Connection {
+    // --- identity ---
+    ConnState state = ConnState::kFree;
+    ConnKind kind = ConnKind::kConn;
+    uint16_t gen = 0;              // this connection's generation: the slot's opens-th value
+                                   // of a keyed permutation (Nic::gen_for), so that a peer
+                                   // cannot guess it and no two of 65536 opens repeat it
+    uint32_t id = 0;               // slot | gen << 16 (never 0); kept when the connection is
+                                   // released, with the peer's identity below, until the slot
+                                   // is reused: a packet its peer still sends to it is then
+                                   // answered with RST (Nic::reject_unknown_id)
+    uint16_t opens = 0;            // connections the slot has held (wraps): gen_for's input
+    int16_t fail_status = 0;       // why failed_gen failed
+    uint32_t failed_gen = kNoGen;  // generation that failed last, for srcnic_dest_status
+    LinkAddr peer_addr;            // remote NIC's link address
+    uint64_t peer_nic = 0;         // remote NIC incarnation
+    uint64_t peer_secret = 0;      // remote NIC's secret, from its address: proves the SYN
+                                   // packets sent until peer_conn is learned (PROTOCOL.md §7.1);
+                                   // 0 when the peer opened the connection and we hold no
+                                   // address of it
+    uint32_t peer_conn = 0;        // remote connection id, 0 until learned
+    uint32_t peer_job_key = 0;     // job key of the peer's latest packet (a NIC serving several
+                                   // owners stamps its acknowledgements with it)
+    // --- sequence and timing, each way ---
+    uint32_t next_psn = 1;         // next PSN to assign
+    uint32_t expected_psn = 1;     // next PSN to deliver
+    uint32_t srtt_us = 0;          // smoothed round-trip time, µs (0 = no sample yet)
+    uint32_t rttvar_us = 0;        // round-trip time variation, µs
+    uint32_t seg_payload = 0;      // payload bytes per packet on the path to the peer
+    uint32_t mirror = 0;           // a connection of this NIC to itself: the id of the one
+                                   // that receives what it sends (PROTOCOL.md §5.7), else 0
+    // --- DC (§8) ---
+    uint32_t stream = 0;           // DCI, DC target: the stream's number (header field stream)
+    uint32_t remote = 0;           // DCI: index of the Remote it is attached to
+    uint32_t dc_taken = 0;         // DCI: requests taken since it attached (dc_quota)
+    uint64_t used = 0;             // DCI: when a request last went on it; DC target: when it
+                                   // last received; connection: the last transmit pass it was
+                                   // on the active list (ns): the least recent goes first
+    // --- scheduling ---
+    bool in_active = false;        // on the NIC's list of connections with work or timers
+    bool closing = false;          // connection: we asked the peer to CLOSE it (§8.6); no
+                                   // new request goes on it meanwhile
+    ConnActive *act = nullptr;     // the active half, or nullptr while idle
+
+    // Nothing in flight either way, nothing owed: a DCI may be handed to another target, a DC
+    // target context evicted, a connection's active half given back (PROTOCOL.md §8).
+    bool quiet() const { return act == nullptr || act->quiet(); }
+    bool unacked() const { return act != nullptr && act->unacked(); }
 };
 
 } // namespace srcnic

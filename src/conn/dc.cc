@@ -169,8 +169,8 @@ bool Nic::demote_one(uint64_t now)
         if (c->state != ConnState::kOpen || c->kind != ConnKind::kConn || c->mirror != 0) {
             continue;
         }
-        if (c->quiet() && !c->in_active && c->peer_conn != 0 && now - c->idle_since >= kDemoteIdleNs &&
-            (lru == nullptr || c->idle_since < lru->idle_since)) {
+        if (c->quiet() && !c->in_active && c->peer_conn != 0 && now - c->used >= kDemoteIdleNs &&
+            (lru == nullptr || c->used < lru->used)) {
             lru = c;
         }
     }
@@ -178,8 +178,8 @@ bool Nic::demote_one(uint64_t now)
         return false;
     }
     lru->closing = true;
-    lru->close_tries = 1;
-    lru->close_sent_ns = now;
+    engage(lru)->close_tries = 1;   // (kept until the answer: disengage waits for it)
+    lru->act->close_sent_ns = now;
     closing_.push_back(lru->id);
     tx_control(lru, Opcode::kCLOSE, lru->next_psn, static_cast<uint32_t>(CloseKind::kAsk));
     SRCNIC_LOG_DEBUG("connection %u to %s idle: asking to close it", lru->id,
@@ -233,6 +233,9 @@ void Nic::close_received(Connection *c, const PacketHeader &h)
         if (c->closing) {
             c->closing = false;
             closing_.erase(std::find(closing_.begin(), closing_.end(), c->id));
+            if (!c->in_active) {
+                disengage(c);
+            }
         }
         break;
     }
@@ -246,15 +249,15 @@ void Nic::close_sweep(uint64_t now)
             closing_.erase(closing_.begin() + static_cast<std::ptrdiff_t>(i));
             return;
         }
-        if (now - c->close_sent_ns < static_cast<uint64_t>(c->rto_us) * kNsPerUs) {
+        if (now - c->act->close_sent_ns < static_cast<uint64_t>(c->act->rto_us) * kNsPerUs) {
             continue;
         }
-        if (c->close_tries >= std::min<uint32_t>(config_.retry_count, 255)) {
+        if (c->act->close_tries >= std::min<uint32_t>(config_.retry_count, 255)) {
             conn_fail(c, SRCNIC_ERR_ENDPOINT_TIMEOUT);   // (removed from closing_ next call)
             return;
         }
-        ++c->close_tries;
-        c->close_sent_ns = now;
+        ++c->act->close_tries;
+        c->act->close_sent_ns = now;
         tx_control(c, Opcode::kCLOSE, c->next_psn, static_cast<uint32_t>(CloseKind::kAsk));
     }
 }
@@ -346,9 +349,9 @@ void Nic::fall_back_to_dc(Connection *c)
                      c->peer_addr.to_string().c_str(), c->id);
     // Nothing of it was executed (the peer refused every packet): its requests go again, in
     // order, ahead of anything posted later.
-    while (c->head != nullptr) {
-        TxMsg *m = c->head;
-        c->head = m->next;
+    while (c->act->head != nullptr) {
+        TxMsg *m = c->act->head;
+        c->act->head = m->next;
         m->next = nullptr;
         if (m->kind != TxMsg::Kind::kRequest) {
             msg_free(m);
@@ -361,8 +364,8 @@ void Nic::fall_back_to_dc(Connection *c)
         }
         r->backlog_tail = m;
     }
-    c->tail = nullptr;
-    c->short_inflight = 0;
+    c->act->tail = nullptr;
+    c->act->short_inflight = 0;
     conn_release(c);
     r->dc = true;
     r->conn = 0;
@@ -417,7 +420,7 @@ Connection *Nic::dct_for(const PacketHeader &h, const LinkAddr &src)
         // It went on after its context was evicted: PSNs before rx_psn were executed (and are
         // acknowledged again, not executed), and our answers go on where they stopped.
         c->expected_psn = was.rx_psn;
-        c->next_psn = c->send_psn = c->acked_psn = c->resend_psn = c->resend_end = c->sack_base = was.tx_psn;
+        c->next_psn = was.tx_psn;   // (the active half starts from it)
         closed_.erase(key);   // (its FIFO entry is skipped when it comes up)
         count(SRCNIC_CNT_DC_RESUMED);
     } else {
@@ -517,17 +520,28 @@ Nic::StateBytes Nic::state_bytes() const
         if (c.state != ConnState::kOpen) {
             continue;
         }
-        const size_t bytes = sizeof(Connection) + (c.reorder ? c.window * sizeof(int32_t) : 0);
         switch (c.kind) {
-        case ConnKind::kConn: b.connections += bytes; break;
-        case ConnKind::kDci: b.dcis += bytes; break;
-        case ConnKind::kDct: b.dc_targets += bytes; break;
+        case ConnKind::kConn: b.connections += sizeof(Connection); break;
+        case ConnKind::kDci: b.dcis += sizeof(Connection); break;
+        case ConnKind::kDct: b.dc_targets += sizeof(Connection); break;
         }
+    }
+    // Active halves, held or kept, each with its reorder slots.
+    auto half = [](const ConnActive *a) { return sizeof(ConnActive) + a->reorder_cap * sizeof(int32_t); };
+    for (size_t slot = 1; slot < conns_.size(); ++slot) {
+        const Connection &c = *conns_[slot];
+        if (c.state == ConnState::kOpen && c.act != nullptr) {
+            b.active += half(c.act);
+        }
+    }
+    for (const ConnActive *a = act_free_; a != nullptr; a = a->next_free) {
+        b.active += half(a);
     }
     // An entry: its key and value (a hash table's own overhead not counted; a NIC's table
     // would be a flat array of such entries).
     b.closed = closed_.size() * (sizeof(ClosedKey) + sizeof(Closed)) + refused_.size() * sizeof(ClosedKey);
     b.remotes = remotes_.size() * sizeof(Remote);
+    b.stats = conn_stats_.size() * sizeof(ConnStats);
     return b;
 }
 

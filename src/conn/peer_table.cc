@@ -67,15 +67,14 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped,
     const uint16_t gen = gen_for(slot, opens);
     const uint32_t failed_gen = c->failed_gen;
     const int16_t fail_status = c->fail_status;
-    const uint32_t slots = c->reorder ? c->window : 0;   // the reorder array's size
-    const bool in_active = c->in_active;
-    std::unique_ptr<int32_t[]> reorder = std::move(c->reorder);
+    const bool in_active = c->in_active;   // a released slot may still be listed (tx_schedule
+                                           // drops it on its next pass)
     *c = Connection();
+    c->in_active = in_active;
     c->gen = gen;
     c->opens = opens;
     c->failed_gen = failed_gen;
     c->fail_status = fail_status;
-    c->in_active = in_active;
     c->id = slot | (static_cast<uint32_t>(gen) << 16);
     c->state = ConnState::kOpen;
     c->kind = kind;
@@ -85,19 +84,11 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped,
     // kernel reaches over loopback), unless the configuration fixed one for all.
     c->seg_payload = (config_.mtu != 0 ? mtu_ : std::max(mtu_, link_->path_mtu(addr))) -
                      static_cast<uint32_t>(sizeof(PacketHeader));
-    c->window = window_for(c->seg_payload);
-    c->short_window = config_.window != 0 ? config_.window : kAutoWindowMin;
-    c->full_window = full_window_for(c->seg_payload);
-    c->ack_bytes = static_cast<uint32_t>(
-        std::min<uint64_t>(UINT32_MAX, static_cast<uint64_t>(c->full_window) * c->seg_payload / 4));
-    c->rto_us = config_.rto_us;
-    c->rnr_delay_us = config_.rnr_delay_us;
-    c->idle_since = now();
-    if (!reorder || slots != c->window) {
-        reorder.reset(new int32_t[c->window]);
+    c->used = now();
+    if (conn_stats_.size() <= slot) {
+        conn_stats_.resize(conns_.size());
     }
-    std::fill(reorder.get(), reorder.get() + c->window, -1);
-    c->reorder = std::move(reorder);
+    conn_stats_[slot] = ConnStats();
     switch (kind) {
     case ConnKind::kConn:
         if (mapped) {
@@ -130,17 +121,19 @@ void Nic::conn_fail(Connection *c, srcnic_status_t status)
     // (its UCT test suite fails on one), and UCP decides what to report.
     SRCNIC_LOG_RATELIMITED(LogLevel::kInfo, "connection %u to %s failed: %s", c->id,
                            c->peer_addr.to_string().c_str(), srcnic_status_string(status));
-    while (c->head != nullptr) {
-        TxMsg *m = c->head;
-        c->head = m->next;
-        if (m->kind == TxMsg::Kind::kRequest && !m->cancelled && m->qp != nullptr) {
-            m->status = static_cast<int16_t>(status);
-            complete_request(c, m);
+    if (ConnActive *a = c->act) {   // (an idle connection has nothing to fail)
+        while (a->head != nullptr) {
+            TxMsg *m = a->head;
+            a->head = m->next;
+            if (m->kind == TxMsg::Kind::kRequest && !m->cancelled && m->qp != nullptr) {
+                m->status = static_cast<int16_t>(status);
+                complete_request(c, m);
+            }
+            msg_free(m);
         }
-        msg_free(m);
+        a->tail = nullptr;
+        abort_inbound(c, status);
     }
-    c->tail = nullptr;
-    abort_inbound(c, status);
     c->failed_gen = c->gen;
     c->fail_status = static_cast<int16_t>(status);
     if (c->kind == ConnKind::kDci) {
@@ -159,11 +152,15 @@ void Nic::conn_fail(Connection *c, srcnic_status_t status)
 
 void Nic::conn_release(Connection *c)
 {
-    for (uint32_t i = 0; i < c->window; ++i) {
-        if (c->reorder[i] >= 0) {
-            buf_free(c->reorder[i]);
-            c->reorder[i] = -1;
+    if (ConnActive *a = c->act) {
+        for (uint32_t i = 0; i < a->window; ++i) {
+            if (a->reorder[i] >= 0) {
+                buf_free(a->reorder[i]);
+                a->reorder[i] = -1;
+            }
         }
+        a->reorder_count = 0;
+        act_put(c);
     }
     const uint32_t slot = c->id & 0xffff;
     auto drop = [](std::vector<uint32_t> &ids, uint32_t id) {
@@ -209,19 +206,23 @@ std::string Nic::peers_json() const
         if (c.state != ConnState::kOpen) {
             continue;
         }
+        const ConnStats &st = conn_stats_[slot];
+        const ConnActive *a = c.act;
         std::snprintf(buf, sizeof(buf),
                       "%s{\"id\":%u,\"kind\":\"%s\",\"stream\":%u,\"peer\":\"%s\",\"incarnation\":\"%" PRIx64
                       "\",\"window\":%u,\"srtt_us\":%u,\"rto_us\":%u,\"unacked\":%u,"
-                      "\"quiet\":%s,\"reordered\":%u,\"receiving\":%s,"
+                      "\"quiet\":%s,\"active\":%s,\"reordered\":%u,\"receiving\":%s,"
                       "\"recovery\":\"%s\","
                       "\"tx_packets\":%u,\"tx_bytes\":%" PRIu64 ",\"rx_packets\":%u,"
                       "\"rx_bytes\":%" PRIu64 ",\"retransmits\":%u}",
                       j.size() > 1 ? "," : "", c.id, to_string(c.kind), c.stream,
-                      c.peer_addr.to_string().c_str(), c.peer_nic, c.window, c.srtt_us, c.rto_us,
-                      c.send_psn - c.acked_psn, c.quiet() ? "true" : "false", c.reorder_count,
-                      c.inbound.active ? "true" : "false",
-                      to_string(c.recovery), c.tx_packets, c.tx_bytes, c.rx_packets, c.rx_bytes,
-                      c.retransmits);
+                      c.peer_addr.to_string().c_str(), c.peer_nic,
+                      a != nullptr ? a->window : window_for(c.seg_payload), c.srtt_us, rto_of(&c),
+                      a != nullptr ? a->send_psn - a->acked_psn : 0, c.quiet() ? "true" : "false",
+                      a != nullptr ? "true" : "false", a != nullptr ? a->reorder_count : 0,
+                      a != nullptr && a->inbound.active ? "true" : "false",
+                      to_string(a != nullptr ? a->recovery : Recovery::kNone), st.tx_packets,
+                      st.tx_bytes, st.rx_packets, st.rx_bytes, st.retransmits);
         j += buf;
     }
     return j + "]";
@@ -243,8 +244,83 @@ uint16_t Nic::gen_for(uint32_t slot, uint16_t n) const
     return static_cast<uint16_t>(left << 8 | right);
 }
 
+ConnActive *Nic::engage_slow(Connection *c)
+{
+    ConnActive *a = act_free_;
+    std::unique_ptr<int32_t[]> reorder;
+    uint32_t cap = 0;
+    if (a != nullptr) {
+        act_free_ = a->next_free;
+        --act_free_count_;
+        reorder = std::move(a->reorder);   // all -1 (a half is given back with none held)
+        cap = a->reorder_cap;
+        *a = ConnActive();
+    } else {
+        a = new ConnActive();
+    }
+    a->window = window_for(c->seg_payload);
+    a->short_window = config_.window != 0 ? config_.window : kAutoWindowMin;
+    a->full_window = full_window_for(c->seg_payload);
+    a->ack_bytes = static_cast<uint32_t>(
+        std::min<uint64_t>(UINT32_MAX, static_cast<uint64_t>(a->full_window) * c->seg_payload / 4));
+    if (cap < a->window) {
+        cap = a->window;
+        reorder.reset(new int32_t[cap]);
+        std::fill(reorder.get(), reorder.get() + cap, -1);
+    }
+    a->reorder = std::move(reorder);
+    a->reorder_cap = cap;
+    // Idle, everything sent was acknowledged: every transmit PSN is the next one.
+    a->send_psn = a->acked_psn = a->resend_psn = a->resend_end = c->next_psn;
+    a->sack_base = c->next_psn;
+    a->fast_rtx_end = c->next_psn;
+    a->rto_us = rto_of(c);
+    a->rnr_delay_us = config_.rnr_delay_us;
+    c->act = a;
+    ++act_held_;
+    return a;
+}
+
+uint32_t Nic::rto_of(const Connection *c) const
+{
+    if (c->act != nullptr) {
+        return c->act->rto_us;
+    }
+    // RFC 6298's estimate (completer's rtt_sample), from a fresh start.
+    return c->srtt_us == 0 ? config_.rto_us
+                           : std::min(std::max(config_.rto_us, c->srtt_us + 4 * c->rttvar_us),
+                                      config_.rto_max_us);
+}
+
+void Nic::disengage(Connection *c)
+{
+    const ConnActive *a = c->act;
+    // (A recovery state with nothing unacknowledged has nothing left to recover: a half starts
+    // again from none.)
+    if (a == nullptr || !a->quiet() || a->unacked() || a->send_psn != c->next_psn ||
+        a->rnr_until_ns != 0 || c->closing || a->inbound.discard) {
+        return;
+    }
+    act_put(c);
+}
+
+void Nic::act_put(Connection *c)
+{
+    ConnActive *a = c->act;
+    c->act = nullptr;
+    --act_held_;
+    if (act_free_count_ >= kActiveKeep) {
+        delete a;
+        return;
+    }
+    a->next_free = act_free_;
+    act_free_ = a;
+    ++act_free_count_;
+}
+
 void Nic::activate(Connection *c)
 {
+    engage(c);   // a listed connection has its active half
     tx_due_ = true;
     if (!c->in_active) {
         c->in_active = true;

@@ -61,7 +61,8 @@ bool read_resp_fits(const TxMsg &m, const PacketHeader &h)
 
 TxMsg *Nic::find_request(const Connection *c, uint32_t req_psn) const
 {
-    for (TxMsg *m = c->head; m != nullptr; m = m->next) {
+    // (Placing checks run before the packet engages its connection: an idle one has none.)
+    for (TxMsg *m = c->act != nullptr ? c->act->head : nullptr; m != nullptr; m = m->next) {
         if (m->kind == TxMsg::Kind::kRequest && m->psn_first == req_psn) {
             return m;
         }
@@ -139,18 +140,18 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
         note_sack(c, h);
         if (!psn_before(c->expected_psn, h.psn)) {
             apply_ack(c, h.ack_psn);
-        } else if (!c->has_deferred_ack || !psn_before(h.ack_psn, c->deferred_ack)) {
+        } else if (!c->act->has_deferred_ack || !psn_before(h.ack_psn, c->act->deferred_ack)) {
             // Reverse packets sent before this ack are still missing: apply it after them.
-            c->has_deferred_ack = true;
-            c->deferred_pos = h.psn;
-            c->deferred_ack = h.ack_psn;
+            c->act->has_deferred_ack = true;
+            c->act->deferred_pos = h.psn;
+            c->act->deferred_ack = h.ack_psn;
         }
         break;
     case Opcode::kNAK: {
-        const bool in_flight = psn_before(h.psn, c->send_psn) && !psn_before(h.psn, c->acked_psn);
+        const bool in_flight = psn_before(h.psn, c->act->send_psn) && !psn_before(h.psn, c->act->acked_psn);
         const bool dci = c->kind == ConnKind::kDci;
         if (h.imm == static_cast<uint32_t>(NakReason::kUseDc) && c->kind == ConnKind::kConn &&
-            c->peer_conn == 0 && c->acked_psn == 1 && c->expected_psn == 1) {
+            c->peer_conn == 0 && c->act->acked_psn == 1 && c->expected_psn == 1) {
             // The peer's connection budget is spent and it executed none of our packets.
             fall_back_to_dc(c);
         } else if (h.imm == static_cast<uint32_t>(NakReason::kDcGone) && dci && in_flight) {
@@ -158,7 +159,7 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
             // oldest unacknowledged PSN, which resume it from the target's closed table (§8.4).
             if (c->peer_conn != 0) {
                 c->peer_conn = 0;
-                start_resend(c, c->acked_psn, c->send_psn);
+                start_resend(c, c->act->acked_psn, c->act->send_psn);
                 activate(c);
             }
         } else if ((h.imm == static_cast<uint32_t>(NakReason::kRnr) ||
@@ -166,12 +167,12 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
             count(h.imm == static_cast<uint32_t>(NakReason::kRnr) ? SRCNIC_CNT_RNR_RECEIVED
                                                                    : SRCNIC_CNT_DC_BUSY_RECEIVED);
             const uint64_t now = this->now();
-            c->rnr_until_ns = now + static_cast<uint64_t>(c->rnr_delay_us) * kNsPerUs;
-            c->rnr_delay_us = std::min(c->rnr_delay_us * 2, std::max(config_.rnr_delay_us, 10000u));
-            start_resend(c, h.psn, c->send_psn);
-            c->progress_ns = now;   // the peer is alive, only busy
-            c->retries = 0;
-            c->rto_deadline_ns = 0;
+            c->act->rnr_until_ns = now + static_cast<uint64_t>(c->act->rnr_delay_us) * kNsPerUs;
+            c->act->rnr_delay_us = std::min(c->act->rnr_delay_us * 2, std::max(config_.rnr_delay_us, 10000u));
+            start_resend(c, h.psn, c->act->send_psn);
+            c->act->progress_ns = now;   // the peer is alive, only busy
+            c->act->retries = 0;
+            c->act->rto_deadline_ns = 0;
             activate(c);
         } else {
             count(SRCNIC_CNT_DROP_BAD_RESPONSE);
@@ -200,33 +201,33 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
 
 SRCNIC_HOT void Nic::apply_ack(Connection *c, uint32_t ack_psn)
 {
-    if (!psn_before(c->acked_psn, ack_psn)) {
+    if (!psn_before(c->act->acked_psn, ack_psn)) {
         return;
     }
-    if (psn_before(c->send_psn, ack_psn)) {
+    if (psn_before(c->act->send_psn, ack_psn)) {
         count(SRCNIC_CNT_DROP_BAD_RESPONSE);   // acknowledges what was never sent
         return;
     }
     const uint64_t now = this->now();
-    c->acked_psn = ack_psn;
-    if (psn_before(c->resend_psn, ack_psn)) {
-        c->resend_psn = ack_psn;
+    c->act->acked_psn = ack_psn;
+    if (psn_before(c->act->resend_psn, ack_psn)) {
+        c->act->resend_psn = ack_psn;
     }
 
-    c->retries = 0;
-    c->rto_us = std::min(std::max(config_.rto_us, c->srtt_us + 4 * c->rttvar_us), config_.rto_max_us);
-    c->rnr_delay_us = config_.rnr_delay_us;
-    c->progress_ns = now;
-    c->rto_deadline_ns = c->unacked() ? now + static_cast<uint64_t>(c->rto_us) * kNsPerUs : 0;
-    for (TxMsg *m = c->head; m != nullptr && !psn_before(ack_psn, m->psn_end()); m = m->next) {
+    c->act->retries = 0;
+    c->act->rto_us = std::min(std::max(config_.rto_us, c->srtt_us + 4 * c->rttvar_us), config_.rto_max_us);
+    c->act->rnr_delay_us = config_.rnr_delay_us;
+    c->act->progress_ns = now;
+    c->act->rto_deadline_ns = c->unacked() ? now + static_cast<uint64_t>(c->act->rto_us) * kNsPerUs : 0;
+    for (TxMsg *m = c->act->head; m != nullptr && !psn_before(ack_psn, m->psn_end()); m = m->next) {
         if (!m->acked && m->short_tail(c->seg_payload)) {
-            --c->short_inflight;
+            --c->act->short_inflight;
         }
         m->acked = true;
     }
     complete_in_order(c);
     // The window moved: data waiting for it goes now.
-    if (psn_before(c->send_psn, c->next_psn)) {
+    if (psn_before(c->act->send_psn, c->next_psn)) {
         activate_now(c);
     } else {
         activate(c);
@@ -238,17 +239,17 @@ SRCNIC_HOT void Nic::note_sack(Connection *c, const PacketHeader &h)
     // What the peer has received is known from the newest ack it sent, whether or not that
     // ack may complete anything yet (§5.4 orders completions, not retransmissions): packets
     // it holds are never retransmitted, so a probe always carries something it lacks.
-    if (psn_before(h.ack_psn, c->sack_base) || psn_before(c->send_psn, h.ack_psn)) {
+    if (psn_before(h.ack_psn, c->act->sack_base) || psn_before(c->act->send_psn, h.ack_psn)) {
         return;   // older than what we know, or acknowledges what was never sent
     }
-    const uint32_t advanced = h.ack_psn - c->sack_base;
-    c->sack_base = h.ack_psn;
-    c->peer_sack = h.sack;
-    const bool probing = c->recovery == Recovery::kProbe;   // this ack may answer it
+    const uint32_t advanced = h.ack_psn - c->act->sack_base;
+    c->act->sack_base = h.ack_psn;
+    c->act->peer_sack = h.sack;
+    const bool probing = c->act->recovery == Recovery::kProbe;   // this ack may answer it
     // The round trip of the timed packet ends when the peer first reports it, cumulatively or
     // selectively: an ack held back by an earlier hole (or by §5.4) would add the repair time.
     uint64_t now = 0;   // read once, when needed
-    if (c->rtt_timing && c->peer_holds(c->rtt_psn)) {
+    if (c->act->rtt_timing && c->act->peer_holds(c->act->rtt_psn)) {
         now = this->now();
         rtt_sample(c, now);
     }
@@ -258,15 +259,15 @@ SRCNIC_HOT void Nic::note_sack(Connection *c, const PacketHeader &h)
         if (now == 0) {
             now = this->now();
         }
-        c->retries = 0;
-        c->progress_ns = now;
+        c->act->retries = 0;
+        c->act->progress_ns = now;
         if (c->unacked()) {
-            c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
+            c->act->rto_deadline_ns = now + static_cast<uint64_t>(c->act->rto_us) * kNsPerUs;
         }
-        if (c->in_timeout_recovery()) {
-            if (!psn_before(h.ack_psn, c->recover_psn)) {
+        if (c->act->in_timeout_recovery()) {
+            if (!psn_before(h.ack_psn, c->act->recover_psn)) {
                 set_recovery(c, Recovery::kNone);
-            } else if (psn_before(c->recover_resent, h.ack_psn) && h.sack == 0) {
+            } else if (psn_before(c->act->recover_resent, h.ack_psn) && h.sack == 0) {
                 // The peer acknowledged a packet the recovery never resent and holds nothing
                 // out of order: the first transmissions arrived. Resending what follows would
                 // duplicate packets waiting in its socket; a lost tail is left to the probe and
@@ -274,26 +275,26 @@ SRCNIC_HOT void Nic::note_sack(Connection *c, const PacketHeader &h)
                 // CPU for a few ms) unless the peer had reported a hole before it, which the
                 // timeout then repaired. An ack that shows holes keeps the recovery going:
                 // under heavy loss, resending ahead of them repairs the flight fastest.
-                if (c->recovery == Recovery::kTimeout) {
+                if (c->act->recovery == Recovery::kTimeout) {
                     count(SRCNIC_CNT_SPURIOUS_TIMEOUTS);
                 }
                 set_recovery(c, Recovery::kNone);
             } else {
                 // Partial ack of the packets resent so far: what follows was probably lost too.
-                const uint32_t end = h.ack_psn + std::min(2 * advanced, c->window);
+                const uint32_t end = h.ack_psn + std::min(2 * advanced, c->act->window);
                 start_resend(c, h.ack_psn, end);
-                c->recover_resent = end;
+                c->act->recover_resent = end;
             }
         }
         // The probe timer restarts here, where every ack is seen first (apply_ack may come
         // later, §5.4): none if this ack covers everything sent.
-        if (c->recovery == Recovery::kProbe) {
+        if (c->act->recovery == Recovery::kProbe) {
             set_recovery(c, Recovery::kNone);
         }
-        if (psn_before(h.ack_psn, c->send_psn)) {
+        if (psn_before(h.ack_psn, c->act->send_psn)) {
             arm_probe(c, now);
         } else {
-            c->probe_deadline_ns = 0;
+            c->act->probe_deadline_ns = 0;
         }
     }
     // A gap at the receiver with later packets already there: retransmit the holes up to the
@@ -302,23 +303,23 @@ SRCNIC_HOT void Nic::note_sack(Connection *c, const PacketHeader &h)
     // suffices (the probe's answer is used once). Holes already resent are resent again at
     // most once per quarter timeout (their copies may still be on the way); holes beyond them
     // are new losses and go at once.
-    if (h.sack != 0 && psn_before(h.ack_psn, c->send_psn) &&
+    if (h.sack != 0 && psn_before(h.ack_psn, c->act->send_psn) &&
         (probing || __builtin_popcountll(h.sack) >= 2)) {
         if (now == 0) {
             now = this->now();
         }
         const uint32_t highest = h.ack_psn + 1 + (63 - __builtin_clzll(h.sack));
         uint32_t from = h.ack_psn;
-        if (!probing && now - c->fast_rtx_ns < static_cast<uint64_t>(c->rto_us) * kNsPerUs / 4 &&
-            psn_before(from, c->fast_rtx_end)) {
-            from = c->fast_rtx_end;
+        if (!probing && now - c->act->fast_rtx_ns < static_cast<uint64_t>(c->act->rto_us) * kNsPerUs / 4 &&
+            psn_before(from, c->act->fast_rtx_end)) {
+            from = c->act->fast_rtx_end;
         }
         if (psn_before(from, highest)) {
             if (from == h.ack_psn) {
-                c->fast_rtx_ns = now;
+                c->act->fast_rtx_ns = now;
             }
-            c->fast_rtx_end = highest;
-            if (c->recovery == Recovery::kProbe) {
+            c->act->fast_rtx_end = highest;
+            if (c->act->recovery == Recovery::kProbe) {
                 set_recovery(c, Recovery::kNone);
             }
             start_resend(c, from, highest);
@@ -331,8 +332,8 @@ void Nic::rtt_sample(Connection *c, uint64_t now)
 {
     // RFC 6298: srtt, rttvar; rto = srtt + 4 rttvar, no lower than the configured rto_us, is
     // set by apply_ack.
-    c->rtt_timing = false;
-    const uint32_t sample = static_cast<uint32_t>(std::min<uint64_t>((now - c->rtt_start_ns) / kNsPerUs, 1u << 30));
+    c->act->rtt_timing = false;
+    const uint32_t sample = static_cast<uint32_t>(std::min<uint64_t>((now - c->act->rtt_start_ns) / kNsPerUs, 1u << 30));
     if (c->srtt_us == 0) {
         c->srtt_us = std::max(sample, 1u);
         c->rttvar_us = sample / 2;
@@ -346,8 +347,8 @@ void Nic::rtt_sample(Connection *c, uint64_t now)
 SRCNIC_HOT void Nic::complete_in_order(Connection *c)
 {
     flush_writes();   // a READ's answer lands before its completion says so
-    while (c->head != nullptr) {
-        TxMsg *m = c->head;
+    while (c->act->head != nullptr) {
+        TxMsg *m = c->act->head;
         if (!m->acked) {
             break;
         }
@@ -360,9 +361,9 @@ SRCNIC_HOT void Nic::complete_in_order(Connection *c)
                 complete_request(c, m);
             }
         }
-        c->head = m->next;
-        if (c->head == nullptr) {
-            c->tail = nullptr;
+        c->act->head = m->next;
+        if (c->act->head == nullptr) {
+            c->act->tail = nullptr;
         }
         msg_free(m);
     }

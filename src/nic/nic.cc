@@ -324,19 +324,19 @@ void Nic::qp_detach(QpContext *ctx)
     flush_writes();
     for (size_t slot = 1; slot < conns_.size(); ++slot) {
         Connection &c = *conns_[slot];
-        if (c.state != ConnState::kOpen) {
-            continue;
+        if (c.state != ConnState::kOpen || c.act == nullptr) {
+            continue;   // (an idle connection holds nothing of anyone's)
         }
-        for (TxMsg *m = c.head; m != nullptr; m = m->next) {
+        for (TxMsg *m = c.act->head; m != nullptr; m = m->next) {
             if (m->qp == ctx) {
                 m->cancelled = true;
                 m->qp = nullptr;
             }
         }
-        if (c.inbound.active && c.inbound.qp == ctx) {
-            c.inbound.qp = nullptr;
-            c.inbound.discard = true;
-            c.inbound.refusal = SRCNIC_ERR_UNREACHABLE;   // answered at its next segment
+        if (c.act->inbound.active && c.act->inbound.qp == ctx) {
+            c.act->inbound.qp = nullptr;
+            c.act->inbound.discard = true;
+            c.act->inbound.refusal = SRCNIC_ERR_UNREACHABLE;   // answered at its next segment
         }
     }
     const uint32_t slot = (ctx->qpn() & 0xffff) - 1;
@@ -358,10 +358,10 @@ void Nic::owner_release(Owner *owner)
     flush_writes();   // nothing bound for its memory waits past this
     for (size_t slot = 1; slot < conns_.size(); ++slot) {
         Connection &c = *conns_[slot];
-        if (c.state != ConnState::kOpen) {
+        if (c.state != ConnState::kOpen || c.act == nullptr) {
             continue;
         }
-        for (TxMsg *m = c.head; m != nullptr; m = m->next) {
+        for (TxMsg *m = c.act->head; m != nullptr; m = m->next) {
             if (m->kind == TxMsg::Kind::kReadResponse && m->owner == owner) {
                 m->owner = nullptr;   // tx_packet answers the rest with an error
             }
@@ -395,8 +395,8 @@ unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
                 }
             }
         };
-        if (Connection *c = current(dest)) {
-            cancel(c, c->head);
+        if (Connection *c = current(dest); c != nullptr && c->act != nullptr) {
+            cancel(c, c->act->head);
         }
         if (Remote *r = remote_of(dest)) {
             cancel(nullptr, r->backlog_head);   // (they go as NOPs once a DCI takes them)
@@ -504,7 +504,7 @@ bool Nic::dest_timing(srcnic_dest_t dest, uint32_t *srtt_us, uint32_t *rto_us) c
         return false;
     }
     *srtt_us = c->srtt_us;
-    *rto_us = c->rto_us;
+    *rto_us = rto_of(c);
     return true;
 }
 
@@ -540,12 +540,14 @@ uint32_t Nic::full_window_for(uint32_t seg_payload) const
 
 size_t Nic::conn_state_bytes() const
 {
-    // A connection and its reorder slots, averaged over the open connections (their windows
-    // follow their paths), or what one over the link's datagrams would take.
+    // A connection and its share of the active halves (held or pooled), averaged over the open
+    // connections, or what a first connection would take with its active half.
     if (num_conns_ != 0) {
-        return state_bytes().connections / num_conns_;
+        const StateBytes b = state_bytes();
+        return (b.connections + b.active) / num_conns_;
     }
-    return sizeof(Connection) + window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader))) * sizeof(int32_t);
+    return sizeof(Connection) + sizeof(ConnActive) +
+           window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader))) * sizeof(int32_t);
 }
 
 } // namespace srcnic

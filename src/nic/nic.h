@@ -207,14 +207,22 @@ public:
     // tables (not its packet buffers, rings or message descriptors, which a hardware NIC keeps
     // in host memory): see perf/README.md ("DC").
     struct StateBytes {
-        size_t connections = 0;    // open connections: context + reorder slots
+        size_t connections = 0;    // open connections (Connection each)
         size_t dcis = 0;           // attached DCIs: the same
         size_t dc_targets = 0;     // DC target contexts: the same
+        size_t active = 0;         // active halves, held or kept in the pool: each with its
+                                   // reorder slots
         size_t closed = 0;         // closed-table and refused-connection entries
         size_t remotes = 0;        // destinations' remote NICs (the address handles)
-        size_t total() const { return connections + dcis + dc_targets + closed + remotes; }
+        size_t stats = 0;          // per-connection traffic statistics (software only: a NIC
+                                   // need not keep them; not in total())
+        size_t total() const { return connections + dcis + dc_targets + active + closed + remotes; }
     };
     StateBytes state_bytes() const;
+    // Connections (of every kind) holding an active half now; the pool keeps up to kActiveKeep
+    // more for the next to get work.
+    unsigned active_halves() const { return act_held_; }
+    static constexpr unsigned kActiveKeep = 16;
     // The open connections as a JSON array: peer, its incarnation, window, round trip, and
     // what went each way (the agent's status report).
     std::string peers_json() const;
@@ -271,6 +279,21 @@ private:
     uint16_t gen_for(uint32_t slot, uint16_t n) const;
     void conn_fail(Connection *c, srcnic_status_t status);
     void conn_release(Connection *c);
+    // c's active half (ConnActive), taken from the pool, or allocated, if it has none: called
+    // before anything reads or writes c->act (a packet for c, a request or an answer to go on
+    // it, a control packet to send).
+    ConnActive *engage(Connection *c)
+    {
+        return c->act != nullptr ? c->act : engage_slow(c);
+    }
+    ConnActive *engage_slow(Connection *c);
+    // Gives c's active half back to the pool when c is idle: nothing in flight either way,
+    // nothing owed, no timer, not closing (called as c leaves the active list).
+    void disengage(Connection *c);
+    void act_put(Connection *c);   // gives c's half back (kept or freed)
+    ConnStats &stats_of(const Connection *c) { return conn_stats_[c->id & 0xffff]; }
+    // The timeout c would start with now (its current one while active).
+    uint32_t rto_of(const Connection *c) const;
     void activate(Connection *c);
     // Something must go out in this progress call, not only at the next one (see progress()).
     void activate_now(Connection *c)
@@ -519,7 +542,7 @@ private:
     // receive posted or no room for a completion) or MESSAGE_TRUNCATED (the receive is shorter).
     srcnic_status_t send_first(const PacketHeader &h, QpContext **qp_p, srcnic_recv_wqe_t *rwqe) const;
     // A later segment h continues the message being received.
-    static bool continues(const Connection::Inbound &in, const PacketHeader &h)
+    static bool continues(const ConnActive::Inbound &in, const PacketHeader &h)
     {
         return in.active && in.opcode == h.opcode;
     }
@@ -556,9 +579,9 @@ private:
     {
         if (log_enabled(LogLevel::kTrace)) {
             SRCNIC_LOG_TRACE("connection %u recovery %s -> %s (acked %u send %u)", c->id,
-                             to_string(c->recovery), to_string(r), c->acked_psn, c->send_psn);
+                             to_string(c->act->recovery), to_string(r), c->act->acked_psn, c->act->send_psn);
         }
-        c->recovery = r;
+        c->act->recovery = r;
     }
     // Completes c's requests from its head while they are acknowledged (and, READs, answered).
     void complete_in_order(Connection *c);
@@ -631,6 +654,12 @@ private:
     unsigned num_conns_ = 0;
     unsigned self_conns_ = 0;            // of them, to this NIC itself (outside the budget)
     std::vector<Connection *> active_;   // connections with work, acks or timers
+    // The pool of active halves: those not held by a connection, kept for the next one up to
+    // kActiveKeep (the rest are freed), and how many connections hold one.
+    ConnActive *act_free_ = nullptr;
+    unsigned act_free_count_ = 0;
+    unsigned act_held_ = 0;
+    std::vector<ConnStats> conn_stats_;  // per slot (the agent's status report)
 
     // Destinations' remote NICs (see Remote); never shrinks (a Remote is reused when its
     // address comes back with another incarnation).

@@ -35,8 +35,9 @@ SRCNIC_HOT void Nic::tx_flush_over()
         count(SRCNIC_CNT_TX_PACKETS);
         count(SRCNIC_CNT_TX_BYTES, bytes);
         if (Connection *c = tx_conn_[i]) {
-            ++c->tx_packets;
-            c->tx_bytes += bytes;
+            ConnStats &st = stats_of(c);
+            ++st.tx_packets;
+            st.tx_bytes += bytes;
         }
     }
     // The link would block: forget what it did not take. Sequenced packets are marked for
@@ -51,7 +52,8 @@ SRCNIC_HOT void Nic::tx_flush_over()
         if (opcode_info(h.opcode).sequenced) {
             start_resend(c, h.psn, h.psn + 1);
         } else if (h.opcode == static_cast<uint8_t>(Opcode::kACK)) {
-            c->ack_pending = c->ack_now = true;
+            ConnActive *a = engage(c);
+            a->ack_pending = a->ack_now = true;
         }
         activate(c);
     }

@@ -36,15 +36,16 @@ void Nic::msg_free(TxMsg *m)
 
 void Nic::msg_append(Connection *c, TxMsg *m)
 {
+    engage(c);   // (before next_psn moves: an idle connection's PSNs all start from it)
     m->psn_first = c->next_psn;
     c->next_psn += m->npkts;
     m->next = nullptr;
-    if (c->tail != nullptr) {
-        c->tail->next = m;
+    if (c->act->tail != nullptr) {
+        c->act->tail->next = m;
     } else {
-        c->head = m;
+        c->act->head = m;
     }
-    c->tail = m;
+    c->act->tail = m;
     activate_now(c);   // answers the responder creates go out in the receive's progress call
 }
 
@@ -205,7 +206,7 @@ void Nic::take_chunk(QpContext *qp)
     // Whole packets: a chunk ending in a short one would cost the stream a runt per chunk (and
     // runts count in the short window, not the full one).
     const uint32_t chunk_pkts = std::max<uint32_t>(1, static_cast<uint32_t>(kChunkBytes / c->seg_payload));
-    if (c->next_psn - c->send_psn > chunk_pkts / 2 || msgs_free_ <= kAnswerReserve) {
+    if (c->next_psn - engage(c)->send_psn > chunk_pkts / 2 || msgs_free_ <= kAnswerReserve) {
         return;   // the previous chunk (or others' work) is still mostly to send
     }
     TxMsg *m = msg_alloc();

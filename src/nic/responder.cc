@@ -27,7 +27,7 @@ srcnic_status_t Nic::send_first(const PacketHeader &h, QpContext **qp_p,
 SRCNIC_HOT bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t *payload,
                              const uint8_t *placed)
 {
-    Connection::Inbound &in = c->inbound;
+    ConnActive::Inbound &in = c->act->inbound;
     if (h.opcode == static_cast<uint8_t>(Opcode::kNOP)) {
         // The sender cancelled the message this PSN belonged to (§3.6).
         if (in.active) {
@@ -50,7 +50,7 @@ SRCNIC_HOT bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t
             return refuse_rest(c, h, why);
         }
         if (h.flags & kFlagLast) {
-            in = Connection::Inbound();
+            in = ConnActive::Inbound();
         }
         return true;
     }
@@ -65,7 +65,7 @@ SRCNIC_HOT bool Nic::respond(Connection *c, const PacketHeader &h, const uint8_t
 SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const uint8_t *payload,
                                   const uint8_t *placed)
 {
-    Connection::Inbound &in = c->inbound;
+    ConnActive::Inbound &in = c->act->inbound;
     if (h.flags & kFlagFirst) {
         QpContext *qp;
         srcnic_recv_wqe_t rwqe;
@@ -81,7 +81,7 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
                                                      ? SRCNIC_CNT_NO_SUCH_QP
                                                      : SRCNIC_CNT_RECV_TRUNCATED);
         }
-        in = Connection::Inbound();
+        in = ConnActive::Inbound();
         in.active = true;
         in.opcode = h.opcode;
         in.first_psn = h.psn;
@@ -128,15 +128,17 @@ SRCNIC_HOT bool Nic::respond_send(Connection *c, const PacketHeader &h, const ui
             in.qp->complete(make_cqe(in.rwqe.wr_id, SRCNIC_OK, SRCNIC_OP_RECV, in.offset, in.imm,
                                      in.src_qpn, c->id));
         }
-        in = Connection::Inbound();
+        in = ConnActive::Inbound();
     }
     return true;
 }
 
 uint8_t *Nic::send_target(const Connection *c, const PacketHeader &h)
 {
-    // respond's and respond_send's checks, where the segment would be placed.
-    const Connection::Inbound &in = c->inbound;
+    // respond's and respond_send's checks, where the segment would be placed (before the
+    // packet engages its connection: an idle one receives nothing).
+    static const ConnActive::Inbound kIdle;
+    const ConnActive::Inbound &in = c->act != nullptr ? c->act->inbound : kIdle;
     if (h.flags & kFlagFirst) {
         QpContext *qp;
         srcnic_recv_wqe_t rwqe;
@@ -153,7 +155,7 @@ uint8_t *Nic::send_target(const Connection *c, const PacketHeader &h)
 
 bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *payload)
 {
-    Connection::Inbound &in = c->inbound;
+    ConnActive::Inbound &in = c->act->inbound;
     // An access names the QP of the process whose memory it targets (§6): its registrations
     // are the only ones the key is looked up in.
     QpContext *qp = request_qp(h);
@@ -165,7 +167,7 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
         if (!qp->owner()->mrs.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_WRITE)) {
             return refuse_message(c, h, SRCNIC_ERR_REMOTE_ACCESS, SRCNIC_CNT_ACCESS_ERRORS);
         }
-        in = Connection::Inbound();
+        in = ConnActive::Inbound();
         in.active = !(h.flags & kFlagLast);
         in.opcode = h.opcode;
         in.first_psn = h.psn;
@@ -186,7 +188,7 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
     // failure there, the owner's memory gone, is counted, and the sender is not told.)
     write_behind(qp->owner()->space, h.addr, payload, h.payload_len, nullptr);
     if (h.flags & kFlagLast) {
-        in = Connection::Inbound();
+        in = ConnActive::Inbound();
     }
     return true;
 }
@@ -233,8 +235,8 @@ bool Nic::refuse_message(Connection *c, const PacketHeader &h, srcnic_status_t s
     count(counter);
     if (!(h.flags & kFlagLast)) {
         // Its remaining segments are consumed without touching anything.
-        Connection::Inbound &in = c->inbound;
-        in = Connection::Inbound();
+        ConnActive::Inbound &in = c->act->inbound;
+        in = ConnActive::Inbound();
         in.active = in.discard = true;
         in.opcode = h.opcode;
     }
@@ -258,7 +260,7 @@ bool Nic::answer_error(Connection *c, const PacketHeader &h, srcnic_status_t sta
     m->req_psn = h.psn;
     m->local_qpn = h.dst_qpn;
     m->peer_qpn = h.src_qpn;
-    ++c->err_answers_unsent;
+    ++c->act->err_answers_unsent;
     msg_append(c, m);
     SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "refused %s psn %u from %s: %s",
                            opcode_info(h.opcode).name, h.psn, c->peer_addr.to_string().c_str(),
@@ -268,13 +270,13 @@ bool Nic::answer_error(Connection *c, const PacketHeader &h, srcnic_status_t sta
 
 bool Nic::refuse_rest(Connection *c, const PacketHeader &h, srcnic_status_t status)
 {
-    Connection::Inbound &in = c->inbound;
+    ConnActive::Inbound &in = c->act->inbound;
     PacketHeader first = h;
     first.psn = (h.flags & kFlagFirst) ? h.psn : in.first_psn;
     if (!answer_error(c, first, status)) {
         return false;
     }
-    in = Connection::Inbound();
+    in = ConnActive::Inbound();
     if (!(h.flags & kFlagLast)) {
         in.active = in.discard = true;
         in.opcode = h.opcode;
@@ -285,13 +287,13 @@ bool Nic::refuse_rest(Connection *c, const PacketHeader &h, srcnic_status_t stat
 
 void Nic::abort_inbound(Connection *c, srcnic_status_t status)
 {
-    Connection::Inbound &in = c->inbound;
+    ConnActive::Inbound &in = c->act->inbound;
     if (in.active && in.opcode == static_cast<uint8_t>(Opcode::kSEND) && in.qp != nullptr) {
         // The buffer goes back to the host with the reason; nothing is delivered.
         in.qp->complete(make_cqe(in.rwqe.wr_id, static_cast<int16_t>(status), SRCNIC_OP_RECV, 0, 0,
                                  in.src_qpn, c->id));
     }
-    in = Connection::Inbound();
+    in = ConnActive::Inbound();
 }
 
 } // namespace srcnic

@@ -202,16 +202,24 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     if (c->kind == ConnKind::kDct) {
         c->used = now();
     }
-    ++c->rx_packets;
-    c->rx_bytes += len;
+    engage(c);   // everything below works on its active half
+    ConnStats &st = stats_of(c);
+    ++st.rx_packets;
+    st.rx_bytes += len;
     if (opcode_info(h.opcode).sequenced) {
         rx_sequenced(c, buf, data, len, h, placed);
     } else if (is_rst) {
         conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);   // the peer dropped the connection (§5.6)
         buf_free(buf);
+        return;
     } else {
         complete_control(c, h);   // ACK, NAK: the completer's
         buf_free(buf);
+    }
+    // What held an unlisted connection's half (a deferred ack, a message being received) may
+    // have ended with this packet.
+    if (c->state == ConnState::kOpen && !c->in_active) {
+        disengage(c);
     }
 }
 
@@ -222,20 +230,20 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
     const uint32_t psn = h.psn;
     if (psn_before(psn, c->expected_psn)) {
         count(SRCNIC_CNT_DUPLICATES);
-        c->ack_pending = c->ack_now = true;
+        c->act->ack_pending = c->act->ack_now = true;
         activate_now(c);
         buf_free(buf);
         return;
     }
     const uint32_t ahead = psn - c->expected_psn;
-    if (ahead >= c->window) {
+    if (ahead >= c->act->window) {
         count(SRCNIC_CNT_DROP_OUT_OF_WINDOW);
         buf_free(buf);
         return;
     }
     if (ahead != 0) {
-        const uint32_t slot = psn % c->window;
-        if (c->reorder[slot] >= 0) {
+        const uint32_t slot = psn % c->act->window;
+        if (c->act->reorder[slot] >= 0) {
             count(SRCNIC_CNT_DUPLICATES);
             buf_free(buf);
         } else {
@@ -243,23 +251,23 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
             if (data != buf_data(buf)) {
                 std::memcpy(buf_data(buf), data, len);
             }
-            c->reorder[slot] = buf;
-            ++c->reorder_count;
+            c->act->reorder[slot] = buf;
+            ++c->act->reorder_count;
             count(SRCNIC_CNT_OUT_OF_ORDER);
         }
         // Report the gap at once: the sender's fast retransmit depends on it.
-        if (!c->ack_pending) {
-            c->ack_since_ns = now();
+        if (!c->act->ack_pending) {
+            c->act->ack_since_ns = now();
         }
-        c->ack_pending = c->ack_now = true;
+        c->act->ack_pending = c->act->ack_now = true;
         activate_now(c);
         return;
     }
     rx_deliver(c, buf, data, h, placed);
     // Drain what the reorder buffer now holds in sequence.
-    while (c->state == ConnState::kOpen && c->reorder_count != 0) {
-        const uint32_t slot = c->expected_psn % c->window;
-        const int32_t next = c->reorder[slot];
+    while (c->state == ConnState::kOpen && c->act->reorder_count != 0) {
+        const uint32_t slot = c->expected_psn % c->act->window;
+        const int32_t next = c->act->reorder[slot];
         if (next < 0) {
             break;
         }
@@ -269,17 +277,17 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
             break;
         }
         const uint32_t expected = c->expected_psn;
-        c->reorder[slot] = -1;
-        --c->reorder_count;
+        c->act->reorder[slot] = -1;
+        --c->act->reorder_count;
         rx_deliver(c, next, buf_data(next), nh);
         if (c->expected_psn == expected) {
             break;   // not consumed (receiver not ready): it will be retransmitted
         }
     }
-    if (c->state == ConnState::kOpen && c->has_deferred_ack &&
-        !psn_before(c->expected_psn, c->deferred_pos)) {
-        c->has_deferred_ack = false;
-        apply_ack(c, c->deferred_ack);
+    if (c->state == ConnState::kOpen && c->act->has_deferred_ack &&
+        !psn_before(c->expected_psn, c->act->deferred_pos)) {
+        c->act->has_deferred_ack = false;
+        apply_ack(c, c->act->deferred_ack);
     }
 }
 
@@ -305,18 +313,18 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
         return;
     }
     ++c->expected_psn;
-    ++c->unacked_rx;
-    c->unacked_rx_bytes += h.payload_len;
-    if (!c->ack_pending) {
-        c->ack_pending = true;
-        c->ack_since_ns = now();
+    ++c->act->unacked_rx;
+    c->act->unacked_rx_bytes += h.payload_len;
+    if (!c->act->ack_pending) {
+        c->act->ack_pending = true;
+        c->act->ack_since_ns = now();
     }
     if (h.flags & kFlagAckReq) {
-        c->ack_next = true;
+        c->act->ack_next = true;
     }
     // A stream's receiver acknowledges every window / 4 packets, or a quarter of a full window's
     // bytes, at once (tx_schedule).
-    if (c->ack_due()) {
+    if (c->act->ack_due()) {
         activate_now(c);
     } else {
         activate(c);
@@ -385,10 +393,10 @@ void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
 uint64_t Nic::rx_sack(const Connection *c) const
 {
     uint64_t bits = 0;
-    const uint32_t span = std::min<uint32_t>(64, c->window - 1);
+    const uint32_t span = std::min<uint32_t>(64, c->act->window - 1);
     for (uint32_t i = 0; i < span; ++i) {
         const uint32_t psn = c->expected_psn + 1 + i;
-        const int32_t b = c->reorder[psn % c->window];
+        const int32_t b = c->act->reorder[psn % c->act->window];
         if (b >= 0) {
             bits |= 1ull << i;
         }
@@ -403,17 +411,17 @@ void Nic::reclaim_reorder_buffers()
     // packets that unblock everything can arrive. Their senders retransmit them: the
     // acknowledgements no longer report them.
     for (Connection *c : active_) {
-        if (c->state != ConnState::kOpen) {
+        if (c->state != ConnState::kOpen || c->act == nullptr) {
             continue;
         }
-        for (uint32_t ahead = c->window - 1; ahead != 0 && c->reorder_count != 0; --ahead) {
-            int32_t &slot = c->reorder[(c->expected_psn + ahead) % c->window];
+        for (uint32_t ahead = c->act->window - 1; ahead != 0 && c->act->reorder_count != 0; --ahead) {
+            int32_t &slot = c->act->reorder[(c->expected_psn + ahead) % c->act->window];
             if (slot < 0) {
                 continue;
             }
             buf_free(slot);
             slot = -1;
-            --c->reorder_count;
+            --c->act->reorder_count;
             count(SRCNIC_CNT_DROP_NO_BUFFER);
             if (rx_posted_ + free_bufs_.size() >= kRxBurst) {
                 return;

@@ -102,8 +102,9 @@ SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
         count(SRCNIC_CNT_TX_PACKETS);
         count(SRCNIC_CNT_TX_BYTES, bytes);
         if (c != nullptr) {
-            ++c->tx_packets;
-            c->tx_bytes += bytes;
+            ConnStats &st = stats_of(c);
+            ++st.tx_packets;
+            st.tx_bytes += bytes;
         }
         return;   // the batch slot is free again
     }
@@ -132,19 +133,20 @@ bool Nic::self_deliver(const struct iovec *iov, uint32_t iovcnt)
 
 SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
 {
+    engage(c);   // (a control packet on an idle connection: CLOSE)
     h->ack_psn = c->expected_psn;
     // A request refused with an error answer is acknowledged only once the answer has been
     // transmitted (PROTOCOL.md §5.4): the ack then cannot overtake it.
-    if (c->err_answers_unsent != 0) {
-        for (const TxMsg *m = c->head; m != nullptr; m = m->next) {
-            if (m->kind == TxMsg::Kind::kErrorResponse && !psn_before(m->psn_first, c->send_psn) &&
+    if (c->act->err_answers_unsent != 0) {
+        for (const TxMsg *m = c->act->head; m != nullptr; m = m->next) {
+            if (m->kind == TxMsg::Kind::kErrorResponse && !psn_before(m->psn_first, c->act->send_psn) &&
                 psn_before(m->req_psn, h->ack_psn)) {
                 h->ack_psn = m->req_psn;
                 break;
             }
         }
     }
-    h->sack = c->reorder_count ? rx_sack(c) : 0;
+    h->sack = c->act->reorder_count ? rx_sack(c) : 0;
     if (h->opcode == static_cast<uint8_t>(Opcode::kNAK)) {
         // A NAK's acknowledgement is not applied by its receiver (it carries no stream
         // position, §5.4): what was owed stays owed and goes out with the next packet or ACK,
@@ -152,14 +154,14 @@ SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
         // the sender keeps resending that message.
         return;
     }
-    c->ack_pending = c->ack_now = c->ack_next = false;
-    c->unacked_rx = 0;
-    c->unacked_rx_bytes = 0;
+    c->act->ack_pending = c->act->ack_now = c->act->ack_next = false;
+    c->act->unacked_rx = 0;
+    c->act->unacked_rx_bytes = 0;
 }
 
 SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retransmit)
 {
-    TxMsg *m = c->head;
+    TxMsg *m = c->act->head;
     while (m != nullptr && !psn_before(psn, m->psn_end())) {
         m = m->next;
     }
@@ -172,7 +174,7 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     const uint32_t offset = seg * c->seg_payload;
     const uint32_t plen = m->length > offset ? std::min(c->seg_payload, m->length - offset) : 0;
     if (!retransmit && seg + 1 == m->npkts && m->short_tail(c->seg_payload)) {
-        ++c->short_inflight;   // (apply_ack counts it out)
+        ++c->act->short_inflight;   // (apply_ack counts it out)
     }
     h->opcode = m->cancelled ? static_cast<uint8_t>(Opcode::kNOP) : m->opcode;
     // ACK_REQ on retransmissions, and on the last PSN assigned so far: the connection goes
@@ -273,9 +275,9 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     tx_commit(iovcnt, c);
     if (retransmit) {
         count(SRCNIC_CNT_RETRANSMITS);
-        ++c->retransmits;
-        if (c->rtt_timing && psn == c->rtt_psn) {
-            c->rtt_timing = false;   // Karn: an ack of it may answer either transmission
+        ++stats_of(c).retransmits;
+        if (c->act->rtt_timing && psn == c->act->rtt_psn) {
+            c->act->rtt_timing = false;   // Karn: an ack of it may answer either transmission
         }
     }
     return m;
@@ -332,12 +334,12 @@ void Nic::tx_nak_unbound(const LinkAddr &to, const PacketHeader &h, NakReason re
 
 void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
 {
-    if (c->rnr_until_ns != 0 && now >= c->rnr_until_ns) {
-        c->rnr_until_ns = 0;
+    if (c->act->rnr_until_ns != 0 && now >= c->act->rnr_until_ns) {
+        c->act->rnr_until_ns = 0;
     }
     if (!c->unacked()) {
-        c->rto_deadline_ns = 0;
-        c->probe_deadline_ns = 0;
+        c->act->rto_deadline_ns = 0;
+        c->act->probe_deadline_ns = 0;
         return;
     }
     // An expired timer fires only after the link has been read: the acknowledgement that
@@ -345,8 +347,8 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
     // window of 60 KB datagrams between two receives) otherwise timed out with the ack in its
     // socket and resent up to a window the peer already held. progress() runs the timers
     // again right after its receive; transmit() alone (the doorbell) leaves them to it.
-    const bool probe_due = c->probe_deadline_ns != 0 && now >= c->probe_deadline_ns;
-    const bool rto_due = c->rto_deadline_ns != 0 && now >= c->rto_deadline_ns;
+    const bool probe_due = c->act->probe_deadline_ns != 0 && now >= c->act->probe_deadline_ns;
+    const bool rto_due = c->act->rto_deadline_ns != 0 && now >= c->act->rto_deadline_ns;
     if (!probe_due && !rto_due) {
         return;
     }
@@ -355,8 +357,8 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
         return;
     }
     if (probe_due) {
-        c->probe_deadline_ns = 0;
-        if (c->rnr_until_ns == 0 && !c->in_timeout_recovery() && !rto_due) {
+        c->act->probe_deadline_ns = 0;
+        if (c->act->rnr_until_ns == 0 && !c->act->in_timeout_recovery() && !rto_due) {
             send_probe(c);
             return;
         }
@@ -365,33 +367,33 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
         return;
     }
     count(SRCNIC_CNT_TIMEOUTS);
-    ++c->retries;
+    ++c->act->retries;
     SRCNIC_LOG_DEBUG("connection %u timeout %u in recovery %s: acked %u send %u next %u rto %u "
-                     "us srtt %u us deferred %d/%u/%u expected %u", c->id, c->retries,
-                     to_string(c->recovery), c->acked_psn, c->send_psn, c->next_psn, c->rto_us,
-                     c->srtt_us, c->has_deferred_ack, c->deferred_pos, c->deferred_ack,
+                     "us srtt %u us deferred %d/%u/%u expected %u", c->id, c->act->retries,
+                     to_string(c->act->recovery), c->act->acked_psn, c->act->send_psn, c->next_psn, c->act->rto_us,
+                     c->srtt_us, c->act->has_deferred_ack, c->act->deferred_pos, c->act->deferred_ack,
                      c->expected_psn);
-    if (c->retries > config_.retry_count ||
-        now - c->progress_ns > static_cast<uint64_t>(config_.peer_timeout_ms) * kNsPerMs) {
+    if (c->act->retries > config_.retry_count ||
+        now - c->act->progress_ns > static_cast<uint64_t>(config_.peer_timeout_ms) * kNsPerMs) {
         conn_fail(c, SRCNIC_ERR_ENDPOINT_TIMEOUT);
         return;
     }
-    c->rto_us = std::min(c->rto_us * 2, config_.rto_max_us);
-    c->rtt_timing = false;   // Karn: no sample from a retransmitted packet
-    c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
+    c->act->rto_us = std::min(c->act->rto_us * 2, config_.rto_max_us);
+    c->act->rtt_timing = false;   // Karn: no sample from a retransmitted packet
+    c->act->rto_deadline_ns = now + static_cast<uint64_t>(c->act->rto_us) * kNsPerUs;
     // Probe with the oldest unacknowledged packet only (PROTOCOL.md §5.5): if the peer was
     // merely slow its ack ends the recovery; if packets were lost, each partial ack resends
     // twice as many as it acknowledged (skipping those the peer reported).
-    set_recovery(c, c->peer_sack != 0 ? Recovery::kTimeoutHole : Recovery::kTimeout);
-    c->recover_psn = c->send_psn;
-    const uint32_t oldest = c->oldest_unreported();
-    c->recover_resent = oldest + 1;
-    if (psn_before(oldest, c->send_psn)) {
+    set_recovery(c, c->act->peer_sack != 0 ? Recovery::kTimeoutHole : Recovery::kTimeout);
+    c->act->recover_psn = c->act->send_psn;
+    const uint32_t oldest = c->act->oldest_unreported();
+    c->act->recover_resent = oldest + 1;
+    if (psn_before(oldest, c->act->send_psn)) {
         start_resend(c, oldest, oldest + 1);
     } else {
         // The peer holds everything; only its acknowledgement could not be applied yet.
         // A duplicate of the newest packet makes it send a fresh one (§5.3).
-        tx_packet(c, c->send_psn - 1, true);
+        tx_packet(c, c->act->send_psn - 1, true);
     }
 }
 
@@ -400,11 +402,11 @@ void Nic::arm_probe(Connection *c, uint64_t now)
     // Two round trips and the receiver's longest acknowledgement delay (§5.3) after the newest
     // transmission or acknowledgement, once a round trip has been measured; one probe until an
     // ack advances, none during a timeout's recovery (which probes on its own).
-    if (c->srtt_us == 0 || c->recovery != Recovery::kNone || !c->unacked()) {
-        c->probe_deadline_ns = 0;
+    if (c->srtt_us == 0 || c->act->recovery != Recovery::kNone || !c->unacked()) {
+        c->act->probe_deadline_ns = 0;
         return;
     }
-    c->probe_deadline_ns = now + 2 * static_cast<uint64_t>(c->srtt_us) * kNsPerUs + kAckDelayNs;
+    c->act->probe_deadline_ns = now + 2 * static_cast<uint64_t>(c->srtt_us) * kNsPerUs + kAckDelayNs;
 }
 
 void Nic::send_probe(Connection *c)
@@ -414,9 +416,9 @@ void Nic::send_probe(Connection *c)
     // (note_sack then resends them). If the peer reported the newest, the loss is earlier:
     // the oldest packet it lacks goes instead; if it reported everything (its ack is held back
     // by §5.4), the newest again draws a fresh ack.
-    const uint32_t newest = c->send_psn - 1;
-    const uint32_t oldest = c->oldest_unreported();
-    const uint32_t psn = c->peer_holds(newest) && psn_before(oldest, newest) ? oldest : newest;
+    const uint32_t newest = c->act->send_psn - 1;
+    const uint32_t oldest = c->act->oldest_unreported();
+    const uint32_t psn = c->act->peer_holds(newest) && psn_before(oldest, newest) ? oldest : newest;
     tx_packet(c, psn, true);
     set_recovery(c, Recovery::kProbe);
     count(SRCNIC_CNT_TAIL_PROBES);
@@ -424,26 +426,26 @@ void Nic::send_probe(Connection *c)
 
 void Nic::start_resend(Connection *c, uint32_t from, uint32_t end)
 {
-    if (psn_before(from, c->acked_psn)) {
-        from = c->acked_psn;
+    if (psn_before(from, c->act->acked_psn)) {
+        from = c->act->acked_psn;
     }
-    if (psn_before(c->send_psn, end)) {
-        end = c->send_psn;
+    if (psn_before(c->act->send_psn, end)) {
+        end = c->act->send_psn;
     }
     if (!psn_before(from, end)) {
         return;
     }
-    if (psn_before(c->resend_psn, c->send_psn)) {
+    if (psn_before(c->act->resend_psn, c->act->send_psn)) {
         // A run is in progress: widen it.
-        if (psn_before(from, c->resend_psn)) {
-            c->resend_psn = from;
+        if (psn_before(from, c->act->resend_psn)) {
+            c->act->resend_psn = from;
         }
-        if (psn_before(c->resend_end, end)) {
-            c->resend_end = end;
+        if (psn_before(c->act->resend_end, end)) {
+            c->act->resend_end = end;
         }
     } else {
-        c->resend_psn = from;
-        c->resend_end = end;
+        c->act->resend_psn = from;
+        c->act->resend_end = end;
     }
     activate_now(c);
 }
@@ -453,57 +455,60 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
     unsigned sent = 0;
     for (size_t i = 0; i < active_.size();) {
         Connection *c = active_[i];
-        if (c->state == ConnState::kOpen) {
+        if (c->state == ConnState::kOpen && c->act != nullptr) {
             check_timers(c, now, after_rx);
         }
-        if (c->state != ConnState::kOpen) {
+        // (A slot released and opened again while listed has no active half until it has work.)
+        if (c->state != ConnState::kOpen || c->act == nullptr) {
             c->in_active = false;
             active_[i] = active_.back();
             active_.pop_back();
             continue;
         }
-        c->idle_since = now;   // it had work or a timer (an idle one leaves the list)
-        if (c->rnr_until_ns == 0) {
-            while (!tx_blocked_ && psn_before(c->resend_psn, c->send_psn)) {
-                if (!psn_before(c->resend_psn, c->resend_end)) {
-                    c->resend_psn = c->send_psn;   // the run is over
+        if (c->kind == ConnKind::kConn) {
+            c->used = now;   // it had work or a timer (an idle one leaves the list)
+        }
+        if (c->act->rnr_until_ns == 0) {
+            while (!tx_blocked_ && psn_before(c->act->resend_psn, c->act->send_psn)) {
+                if (!psn_before(c->act->resend_psn, c->act->resend_end)) {
+                    c->act->resend_psn = c->act->send_psn;   // the run is over
                     break;
                 }
-                const uint32_t psn = c->resend_psn++;
-                if (c->peer_holds(psn)) {
+                const uint32_t psn = c->act->resend_psn++;
+                if (c->act->peer_holds(psn)) {
                     continue;
                 }
                 tx_packet(c, psn, true);
                 ++sent;
             }
             bool new_data = false;
-            while (!tx_blocked_ && psn_before(c->send_psn, c->next_psn) && c->window_open() &&
-                   !psn_before(c->send_psn, c->resend_psn)) {
+            while (!tx_blocked_ && psn_before(c->act->send_psn, c->next_psn) && c->act->window_open() &&
+                   !psn_before(c->act->send_psn, c->act->resend_psn)) {
                 if (!c->unacked()) {
-                    c->progress_ns = now;   // the failure clock starts with the oldest unacked
+                    c->act->progress_ns = now;   // the failure clock starts with the oldest unacked
                 }
-                const TxMsg *m = tx_packet(c, c->send_psn, false);
-                if (!c->rtt_timing) {
-                    c->rtt_timing = true;
-                    c->rtt_psn = c->send_psn;
-                    c->rtt_start_ns = now;
+                const TxMsg *m = tx_packet(c, c->act->send_psn, false);
+                if (!c->act->rtt_timing) {
+                    c->act->rtt_timing = true;
+                    c->act->rtt_psn = c->act->send_psn;
+                    c->act->rtt_start_ns = now;
                 }
-                if (c->resend_psn == c->send_psn) {
-                    ++c->resend_psn;
+                if (c->act->resend_psn == c->act->send_psn) {
+                    ++c->act->resend_psn;
                 }
-                if (c->err_answers_unsent != 0 && m != nullptr &&
+                if (c->act->err_answers_unsent != 0 && m != nullptr &&
                     m->kind == TxMsg::Kind::kErrorResponse) {
                     // Its ack was held back to the refused request; now that the answer is
                     // out, acknowledge the request too (PROTOCOL.md 5.3, 5.4).
-                    --c->err_answers_unsent;
-                    c->ack_pending = c->ack_now = true;
+                    --c->act->err_answers_unsent;
+                    c->act->ack_pending = c->act->ack_now = true;
                 }
-                ++c->send_psn;
+                ++c->act->send_psn;
                 ++sent;
                 new_data = true;
             }
-            if (c->unacked() && c->rto_deadline_ns == 0) {
-                c->rto_deadline_ns = now + static_cast<uint64_t>(c->rto_us) * kNsPerUs;
+            if (c->unacked() && c->act->rto_deadline_ns == 0) {
+                c->act->rto_deadline_ns = now + static_cast<uint64_t>(c->act->rto_us) * kNsPerUs;
             }
             if (new_data) {
                 arm_probe(c, now);
@@ -511,19 +516,20 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
         }
         // An acknowledgement asked for by ACK_REQ waits for the next call's first pass: the
         // application may post a reply before it, which then carries it.
-        if (c->ack_pending && !tx_blocked_ &&
-            (c->ack_now || (c->ack_next && !after_rx) || c->ack_due() ||
-             now - c->ack_since_ns >= kAckDelayNs)) {
-            tx_control(c, Opcode::kACK, c->send_psn, 0);
+        if (c->act->ack_pending && !tx_blocked_ &&
+            (c->act->ack_now || (c->act->ack_next && !after_rx) || c->act->ack_due() ||
+             now - c->act->ack_since_ns >= kAckDelayNs)) {
+            tx_control(c, Opcode::kACK, c->act->send_psn, 0);
         }
         // A connection holding out-of-order packets stays listed even when idle, so that
         // rx_poll can reclaim those buffers when reception runs short of them.
-        const bool busy = c->unacked() || psn_before(c->send_psn, c->next_psn) || c->ack_pending ||
-                          c->head != nullptr || c->rnr_until_ns != 0 || c->reorder_count != 0;
+        const bool busy = c->unacked() || psn_before(c->act->send_psn, c->next_psn) || c->act->ack_pending ||
+                          c->act->head != nullptr || c->act->rnr_until_ns != 0 || c->act->reorder_count != 0;
         if (!busy) {
             c->in_active = false;
             active_[i] = active_.back();
             active_.pop_back();
+            disengage(c);
             continue;
         }
         ++i;
@@ -535,26 +541,26 @@ bool Nic::tx_idle_until(uint64_t *deadline_p) const
 {
     uint64_t deadline = 0;
     for (const Connection *c : active_) {
-        if (c->state != ConnState::kOpen) {
+        if (c->state != ConnState::kOpen || c->act == nullptr) {
             continue;
         }
-        const bool can_send = psn_before(c->send_psn, c->next_psn) && c->window_open();
-        const bool resend = psn_before(c->resend_psn, c->send_psn);
-        if ((can_send || resend) && c->rnr_until_ns == 0) {
+        const bool can_send = psn_before(c->act->send_psn, c->next_psn) && c->act->window_open();
+        const bool resend = psn_before(c->act->resend_psn, c->act->send_psn);
+        if ((can_send || resend) && c->act->rnr_until_ns == 0) {
             return false;
         }
-        uint64_t next = c->rto_deadline_ns;
-        if (c->probe_deadline_ns != 0 && (next == 0 || c->probe_deadline_ns < next)) {
-            next = c->probe_deadline_ns;
+        uint64_t next = c->act->rto_deadline_ns;
+        if (c->act->probe_deadline_ns != 0 && (next == 0 || c->act->probe_deadline_ns < next)) {
+            next = c->act->probe_deadline_ns;
         }
-        if (c->rnr_until_ns != 0 && (next == 0 || c->rnr_until_ns < next)) {
-            next = c->rnr_until_ns;
+        if (c->act->rnr_until_ns != 0 && (next == 0 || c->act->rnr_until_ns < next)) {
+            next = c->act->rnr_until_ns;
         }
-        if (c->ack_pending && (c->ack_now || c->ack_next)) {
+        if (c->act->ack_pending && (c->act->ack_now || c->act->ack_next)) {
             return false;
         }
-        if (c->ack_pending) {
-            const uint64_t ack_at = c->ack_since_ns + kAckDelayNs;
+        if (c->act->ack_pending) {
+            const uint64_t ack_at = c->act->ack_since_ns + kAckDelayNs;
             if (next == 0 || ack_at < next) {
                 next = ack_at;
             }
