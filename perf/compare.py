@@ -724,7 +724,7 @@ def main():
     ap.add_argument("--scale-ranks", type=int, default=256, help="ranks of the scale suite "
                     "(on 8 nodes)")
     ap.add_argument("--scale-runs", type=int, default=3, help="rounds of the scale suite")
-    ap.add_argument("--scale-timeout", type=int, default=600, help="bound of one scale job, s")
+    ap.add_argument("--scale-timeout", type=int, default=900, help="bound of one scale job, s")
     ap.add_argument("--agent-socket", default="",
                     help="the loopback node agent's socket; the bed's nodes run theirs on @srcd "
                          "(empty: no src-agent peer)")

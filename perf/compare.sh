@@ -132,7 +132,7 @@ args=(--out "$out" --bin "$bin" --module "$module" --srcrun "$srcrun" --testbed 
                                  --srcd "$build/src/srcd")
 args+=(--scale-ranks "$scale_ranks" --scale-runs "$scale_runs")
 # The whole run is bounded too: 15 min quick, 45 min full, and for the scale suite up to
-# 3 jobs of 10 min and the agents' restarts and readings (about 3 min) a round.
+# 3 jobs of 15 min and the agents' restarts and readings (about 3 min) a round.
 limit=$([ $quick -eq 1 ] && echo 900 || echo 2700)
-case ",$only," in *,scale,*) [ $quick -eq 1 ] || limit=$((limit + scale_runs * 2000)) ;; esac
+case ",$only," in *,scale,*) [ $quick -eq 1 ] || limit=$((limit + scale_runs * 2900)) ;; esac
 timeout --kill-after=10 $limit "$py" "$top/perf/compare.py" "${args[@]}"
