@@ -2,7 +2,8 @@
 """Side-by-side benchmark drivers: every figure of the src transport is measured in the same run
 as the transports a user would pick instead, and reported as a ratio (src / peer).
 
-Suites (each on loopback and across two namespace nodes of contrib/netns-testbed.sh):
+Suites (each on loopback and across two namespace nodes of contrib/netns-testbed.sh; scale on
+the bed only):
   uct     ucx_perftest UCT: am_lat, am_bw short and bcopy, put_bw zcopy, get zcopy
           peers: src (embedded engines) and src-agent (every process on its node's srcd, when
           --agent-socket is given) vs UCX tcp
@@ -16,6 +17,9 @@ Suites (each on loopback and across two namespace nodes of contrib/netns-testbed
   wireup  perf/ucp_wireup: ucp_ep_create to first message delivered (cold and warm), src vs tcp
   state   perf/mpi_bench --tests init: MPI_Init, first alltoall, resident memory, descriptors,
           sockets and the src engine's connection state after it, as ranks grow
+  scale   the same at the bed's largest size (full mode, 2nodes placement: 256 ranks on 8 nodes
+          by default), src-agent beside ucx-tcp and src, rounds in turn, medians; the job's
+          wall and CPU time; connections per node from every node's srcctl --json
 
 Run through perf/compare.sh, which builds the benchmark programs and brings the test bed up
 and down; this file only measures and reports. See perf/README.md.
@@ -28,6 +32,7 @@ import os
 import platform
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -56,6 +61,7 @@ class Driver:
         self.log = open(os.path.join(args.out, "run.log"), "a")
         self.port = 20000 + (os.getpid() % 500) * 20
         self.children = []
+        self.footnotes = []
 
     # ---------------------------------------------------------------- process handling
     def next_port(self):
@@ -391,23 +397,119 @@ class Driver:
     def agent_state(self, place, label, nodes):
         """Per node, from its agent (srcctl --json): connections to other nodes and the state
         they hold, beside the embedded engines' sum over the node's ranks (engine_* rows)."""
+        st, why = self.read_agents(place, nodes)
+        if st is None:
+            return self.add("state", "node_conns", label, place, "src-agent", None, "count", why)
+        self.add("state", "node_conns", label, place, "src-agent", st["node_conns"], "count")
+        self.add("state", "node_state_bytes", label, place, "src-agent", st["node_state_bytes"],
+                 "bytes")
+
+    def read_agents(self, place, nodes):
+        """srcctl --json on every node (or the loopback agent): ({node_conns (the busiest node's
+        connections to other nodes), node_conns_min, node_state_bytes (the busiest node's
+        connection state), node_attaches_min (processes that attached, the fewest on a node)},
+        None), or (None, why)."""
         srcctl = self.args.srcctl
-        worst_conns, worst_bytes = 0, 0
+        conns, state, attaches = [], [], []
         for n in ([None] if place == "loopback" else ["n%d" % (i + 1) for i in range(nodes)]):
             cmd = [srcctl, "--json"] + (["-s", self.args.agent_socket] if place == "loopback" else [])
             out, rc = self.run(self.on_node(n, cmd), self.base_env(), 30)
             try:
                 st = json.loads(out)
             except ValueError:
-                return self.add("state", "node_conns", label, place, "src-agent", None, "count",
-                                "srcctl: exit %s" % rc)
+                return None, "srcctl on %s: exit %s" % (n or "loopback", rc)
+            node_conns, node_bytes = 0, 0
             for e in st["engines"]:
                 own = e["address"] + ":"
                 remote = [p for p in e["peers"] if not p["peer"].startswith(own)]
-                worst_conns = max(worst_conns, len(remote))
-                worst_bytes = max(worst_bytes, len(e["peers"]) * e["conn_state_bytes"])
-        self.add("state", "node_conns", label, place, "src-agent", worst_conns, "count")
-        self.add("state", "node_state_bytes", label, place, "src-agent", worst_bytes, "bytes")
+                node_conns = max(node_conns, len(remote))
+                node_bytes = max(node_bytes, len(e["peers"]) * e["conn_state_bytes"])
+            conns.append(node_conns)
+            state.append(node_bytes)
+            attaches.append(st["agent"]["attaches"])
+        return {"node_conns": max(conns), "node_conns_min": min(conns),
+                "node_state_bytes": max(state), "node_attaches_min": min(attaches)}, None
+
+    # ---------------------------------------------------------------- scale
+    SCALE_KEYS = [("init_us", "us"), ("first_alltoall_us", "us"), ("all_pairs_us", "us"),
+                  ("job_s", "s"),
+                  ("rss_kib", "KiB"), ("rss_kib_max", "KiB"), ("fds", "count"),
+                  ("fds_max", "count"), ("sockets", "count"), ("sockets_max", "count"),
+                  ("engine_conns", "count"), ("node_conns", "count"),
+                  ("node_conns_min", "count"), ("node_state_bytes", "bytes"),
+                  ("node_attaches_min", "count")]
+
+    def restart_agents(self):
+        """Fresh agents on every node of the bed, so that a src-agent job starts as a job on
+        idle nodes does: no connection open, no process attached."""
+        tb, env = self.args.testbed, self.base_env()
+        self.run([tb, "agents-stop"], env, 60)
+        out, rc = self.run([tb, "agents", self.args.srcd, "--log-file",
+                            os.path.join(self.args.out, "srcd-bed.log")], env, 60)
+        return rc == 0
+
+    def scale_job(self, peer, nranks, nodes):
+        """One run of mpi_bench --tests init on nranks ranks over nodes nodes: ({figure: value},
+        None) or (None, why); job_s is the job's wall time, launch to exit."""
+        if peer == "src-agent" and not self.restart_agents():
+            return None, "the node agents did not restart"
+        prog = [self.args.bin + "/mpi_bench", "--json", "--tests", "init", "--sizes", "8",
+                "--list-fds"]
+        t0 = time.time()
+        out, rc = self.mpirun(peer, "2nodes", nranks, nodes, prog, self.args.scale_timeout)
+        wall = time.time() - t0
+        res = self.parse_json_array(out) if rc == 0 else None
+        if not res:
+            return None, self.why(out, rc)
+        vals = {r["test"]: r["value"] for r in res}
+        vals["job_s"] = wall
+        if peer == "src-agent":
+            st, why = self.read_agents("2nodes", nodes)
+            vals.update(st or {})
+        return vals, None
+
+    def suite_scale(self, place):
+        """The largest job of the bed: nranks ranks on 8 nodes, one agent per node for
+        src-agent, beside UCX tcp and embedded engines in the same run; runs rounds, the peers
+        in turn (the order reversed every other round), and reports each figure's median."""
+        nranks, nodes, runs = self.args.scale_ranks, 8, self.args.scale_runs
+        label = "%dr/%dn" % (nranks, nodes)
+        place = "%dnodes" % nodes
+        peers = self.peers(["ucx-tcp", "src-agent", "src"])
+        got = {p: [] for p in peers}
+        why = {p: [] for p in peers}
+        if self.args.nodes < nodes:
+            for p in peers:
+                self.add("scale", "init_us", label, place, p, None, "us",
+                         "needs %d nodes of the test bed, %d up" % (nodes, self.args.nodes))
+            return
+        for i in range(runs):
+            for p in (peers if i % 2 == 0 else peers[::-1]):
+                vals, w = self.scale_job(p, nranks, nodes)
+                if vals is None:
+                    why[p].append(w)
+                else:
+                    got[p].append(vals)
+                print("  scale  run %d %-9s %s" % (i + 1, p, w or "init %.1f s, first alltoall "
+                      "%.2f s, job %.0f s" % (vals["init_us"] / 1e6,
+                                              vals["first_alltoall_us"] / 1e6, vals["job_s"])),
+                      flush=True)
+        for p in peers:
+            for key, unit in self.SCALE_KEYS:
+                series = [v[key] for v in got[p] if key in v]
+                if key.startswith("node_") and p != "src-agent" or \
+                        key == "engine_conns" and p != "src":
+                    continue
+                if not series:
+                    self.add("scale", key, label, place, p, None, unit,
+                             "; ".join(sorted(set(why[p]))) or "not reported")
+                    continue
+                note = "median of %d: %s" % (len(series), ", ".join("%.6g" % v for v in series))
+                if why[p]:
+                    note += "; %d failed: %s" % (len(why[p]), "; ".join(sorted(set(why[p]))))
+                self.add("scale", key, label, place, p, statistics.median(series), unit, note)
+        self.footnotes.append("scale: medians of %d runs (%s); each run's figures are in "
+                              "results.csv (note)" % (runs, label))
 
     # ---------------------------------------------------------------- OSU
     def suite_osu(self, place):
@@ -611,12 +713,18 @@ def main():
     ap.add_argument("--testbed", required=True)
     ap.add_argument("--prefix", default=os.environ.get("SRCBED_PREFIX", "srcbed"))
     ap.add_argument("--nodes", type=int, default=2, help="test-bed nodes that are up")
-    ap.add_argument("--only", default="uct,ucp,mpi,osu,wireup,state")
+    ap.add_argument("--only", default="uct,ucp,mpi,osu,wireup,state,scale")
     ap.add_argument("--placements", default="loopback,2nodes")
     ap.add_argument("--osu-dir", default=os.environ.get("OSU_DIR", ""))
     ap.add_argument("--sizes", default="")
     ap.add_argument("--command", default="", help="the command line, for the record")
     ap.add_argument("--srcctl", default="", help="srcctl of the build, for the agents' state")
+    ap.add_argument("--srcd", default="", help="srcd of the build, restarted on the bed's "
+                    "nodes before each src-agent job of the scale suite")
+    ap.add_argument("--scale-ranks", type=int, default=256, help="ranks of the scale suite "
+                    "(on 8 nodes)")
+    ap.add_argument("--scale-runs", type=int, default=3, help="rounds of the scale suite")
+    ap.add_argument("--scale-timeout", type=int, default=900, help="bound of one scale job, s")
     ap.add_argument("--agent-socket", default="",
                     help="the loopback node agent's socket; the bed's nodes run theirs on @srcd "
                          "(empty: no src-agent peer)")
@@ -639,8 +747,14 @@ def main():
     started = time.time()
     suites = args.only.split(",")
     for place in args.placements.split(","):
-        for suite in ("uct", "ucp", "wireup", "mpi", "osu", "state"):
+        for suite in ("uct", "ucp", "wireup", "mpi", "osu", "state", "scale"):
             if suite not in suites:
+                continue
+            if suite == "scale" and (args.quick or place != "2nodes"):
+                if args.quick or "2nodes" not in args.placements.split(","):
+                    print("== scale: skipped (%s)" % ("full mode only" if args.quick else
+                          "runs on the 2nodes placement's test bed only"), flush=True)
+                    suites.remove("scale")
                 continue
             if suite == "osu" and not args.osu_dir:
                 print("== osu: skipped (set OSU_DIR or --osu-dir to an installed "
@@ -653,13 +767,15 @@ def main():
             "command": args.command, "quick": args.quick, "seconds": round(time.time() - started),
             "machine": versions(), "sizes": args.sizes}
     peers_of = {"uct": UCX_PEERS, "ucp": UCX_PEERS, "wireup": UCX_PEERS, "mpi": MPI_PEERS,
-                "osu": MPI_PEERS, "state": MPI_PEERS}
+                "osu": MPI_PEERS, "state": MPI_PEERS, "scale": ["src", "src-agent", "ucx-tcp"]}
     m = meta["machine"]
     header = ("srcucx side-by-side comparison, %s, source %s\ncommand: %s\nmachine: %s, %s "
               "cores, %s, Linux %s, %s; UCX %s, Open MPI %s, libfabric %s; %d s\n"
               % (meta["date"], m["commit"], meta["command"], m["cpu"], m["cores"], m["memory"],
                  m["kernel"], m["os"], m["ucx"], m["openmpi"], m["libfabric"], meta["seconds"]))
     table = header + make_table(d.rows, peers_of)
+    if d.footnotes:
+        table += "\n" + "\n".join(d.footnotes) + "\n"
     with open(os.path.join(args.out, "table.txt"), "w") as f:
         f.write(table)
     with open(os.path.join(args.out, "results.json"), "w") as f:

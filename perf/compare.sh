@@ -5,11 +5,16 @@
 #
 # usage: perf/compare.sh [--quick] [--build DIR] [--out DIR] [--only SUITES]
 #                        [--placements loopback,2nodes] [--osu-dir DIR] [--sizes LIST]
-#   --quick       fewer tests, sizes and ranks, shorter runs (about 3 minutes; full: about 20)
+#                        [--scale-ranks N] [--scale-runs R]
+#   --quick       fewer tests, sizes and ranks, shorter runs (about 3 minutes; full: about 20,
+#                 and about 25 more for the scale suite)
 #   --build DIR   a configured and built srcucx tree (default: $SRC_BUILD_DIR/perf, else
 #                 _build/perf, built here with contrib/install-deps.sh if missing)
 #   --out DIR     where results go (default perf/results/<date-time>[-quick])
-#   --only LIST   suites among uct,ucp,wireup,mpi,osu,state (default: all)
+#   --only LIST   suites among uct,ucp,wireup,mpi,osu,state,scale (default: all; scale runs
+#                 in full mode only, on the 2nodes placement's bed brought up with 8 nodes)
+#   --scale-ranks N  ranks of the scale suite, spread over 8 nodes (default 256)
+#   --scale-runs R   its rounds, each peer once a round; medians are reported (default 3)
 #   --osu-dir DIR an installed osu-micro-benchmarks (also OSU_DIR); the osu suite needs it
 #   --no-agent    leave out src-agent (every process on its node's srcd; by default measured
 #                 beside src's embedded engines: compare.sh starts an agent on loopback and
@@ -24,7 +29,8 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
-quick=0 build="" out="" only="uct,ucp,wireup,mpi,osu,state" placements="loopback,2nodes"
+quick=0 build="" out="" only="uct,ucp,wireup,mpi,osu,state,scale" placements="loopback,2nodes"
+scale_ranks=256 scale_runs=3
 agent=1
 osu=${OSU_DIR:-} sizes=""
 command_line="perf/compare.sh $*"
@@ -38,7 +44,9 @@ while [ $# -gt 0 ]; do
     --osu-dir) osu=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --no-agent) agent=0; shift ;;
-    -h|--help) sed -n '2,22s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --scale-ranks) scale_ranks=$2; shift 2 ;;
+    --scale-runs) scale_runs=$2; shift 2 ;;
+    -h|--help) sed -n '2,27s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     esac
 done
@@ -88,7 +96,7 @@ mpicc -O2 -o "$bin/mpi_bench" "$top/perf/mpi_bench.c" -ldl
 cc -O2 -o "$bin/ucp_wireup" "$top/perf/ucp_wireup.c" $(pkg-config --cflags --libs ucx 2>/dev/null || echo -lucp -lucs)
 cc -O2 -shared -fPIC -I"$top/include" -o "$bin/libsrc_probe.so" "$top/perf/src_probe.c" -ldl
 
-# The test bed: two nodes, eight for the full state sweep.
+# The test bed: two nodes, eight for the full state sweep and the scale suite.
 nodes=0
 case ",$placements," in
 *,2nodes,*)
@@ -97,7 +105,7 @@ case ",$placements," in
         placements=loopback
     else
         nodes=2
-        [ $quick -eq 0 ] && case ",$only," in *,state,*) nodes=8 ;; esac
+        [ $quick -eq 0 ] && case ",$only," in *,state,*|*,scale,*) nodes=8 ;; esac
         bed=1
         "$testbed" up $nodes
     fi
@@ -120,7 +128,11 @@ args=(--out "$out" --bin "$bin" --module "$module" --srcrun "$srcrun" --testbed 
 [ $quick -eq 1 ] && args+=(--quick)
 [ -n "$osu" ] && args+=(--osu-dir "$osu")
 [ -n "$sizes" ] && args+=(--sizes "$sizes")
-[ -n "$agent_socket" ] && args+=(--agent-socket "$agent_socket" --srcctl "$build/src/srcctl")
-# The whole run is bounded too: 15 min quick, 45 min full.
+[ -n "$agent_socket" ] && args+=(--agent-socket "$agent_socket" --srcctl "$build/src/srcctl"
+                                 --srcd "$build/src/srcd")
+args+=(--scale-ranks "$scale_ranks" --scale-runs "$scale_runs")
+# The whole run is bounded too: 15 min quick, 45 min full, and for the scale suite up to
+# 3 jobs of 15 min and the agents' restarts and readings (about 3 min) a round.
 limit=$([ $quick -eq 1 ] && echo 900 || echo 2700)
+case ",$only," in *,scale,*) [ $quick -eq 1 ] || limit=$((limit + scale_runs * 2900)) ;; esac
 timeout --kill-after=10 $limit "$py" "$top/perf/compare.py" "${args[@]}"

@@ -2,11 +2,14 @@
  * bandwidth and bidirectional bandwidth, multi-pair message rate, alltoall and allreduce, and
  * the start-up figures (MPI_Init, first alltoall, and the per-process state after it).
  *
- * usage: mpi_bench [--tests LIST] [--sizes LIST] [--scale F] [--json]
+ * usage: mpi_bench [--tests LIST] [--sizes LIST] [--scale F] [--json] [--list-fds]
  *   LIST of tests: lat,bw,bibw,msgrate,alltoall,allreduce,init (default: all but init)
  *   LIST of sizes in bytes (K and M suffixes): default 8,1K,64K,1M
  *   --scale F      multiplies every iteration count (0.25 for quick runs)
  *   --json         one JSON array on rank 0's stdout instead of the table
+ *   --list-fds     with init: rank 0 also prints each descriptor it holds and what it is
+ *                  ("# fd N: TARGET" lines on stdout, ahead of the results), to tell which
+ *                  descriptors the transport adds
  *
  * Point-to-point tests run between rank 0 and rank N/2 (on different nodes when ranks are
  * mapped by slot on two nodes); the others wait. Run them with 2 ranks: idle ranks poll and take
@@ -48,6 +51,7 @@ typedef struct {
 
 static int rank, nranks;
 static double scale = 1.0;
+static int list_fds;  /* rank 0 prints its descriptors in the init test */
 static bench_result_t results[BENCH_MAX_OUT];
 static int num_results;
 
@@ -268,8 +272,8 @@ static long proc_status_kib(const char *key)
     return v;
 }
 
-/* Open file descriptors and, of them, sockets. */
-static void count_fds(long *fds_p, long *sockets_p)
+/* Open file descriptors and, of them, sockets; with print, each one and its target. */
+static void count_fds(int print, long *fds_p, long *sockets_p)
 {
     char path[300], target[128];
     struct dirent *e;
@@ -285,8 +289,12 @@ static void count_fds(long *fds_p, long *sockets_p)
             ++fds;
             snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
             n = readlink(path, target, sizeof(target) - 1);
+            target[(n > 0) ? n : 0] = '\0';
             if ((n > 0) && (strncmp(target, "socket:", 7) == 0)) {
                 ++sockets;
+            }
+            if (print && (atoi(e->d_name) != dirfd(d))) {
+                printf("# fd %s: %s\n", e->d_name, target);
             }
         }
         closedir(d);
@@ -346,7 +354,7 @@ static void bench_init(double init_start, double init_end)
     MPI_Reduce(&first, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     record("all_pairs_us", 0, worst, "us", 1);
     MPI_Barrier(MPI_COMM_WORLD);
-    count_fds(&fds, &sockets);
+    count_fds(list_fds && (rank == 0), &fds, &sockets);
     record_spread("rss_kib", (double)proc_status_kib("VmRSS"), "KiB");
     record_spread("fds", (double)fds, "count");
     record_spread("sockets", (double)sockets, "count");
@@ -435,6 +443,8 @@ int main(int argc, char **argv)
     for (i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--list-fds")) {
+            list_fds = 1;
         } else if (!strcmp(argv[i], "--tests") && (i + 1 < argc)) {
             tests = argv[++i];
         } else if (!strcmp(argv[i], "--scale") && (i + 1 < argc)) {
@@ -450,7 +460,7 @@ int main(int argc, char **argv)
         } else {
             if (rank == 0) {
                 fprintf(stderr, "usage: mpi_bench [--tests LIST] [--sizes LIST] [--scale F] "
-                                "[--json]\n");
+                                "[--json] [--list-fds]\n");
             }
             MPI_Finalize();
             return 2;
