@@ -528,6 +528,7 @@ Nic::StateBytes Nic::state_bytes() const
     // would be a flat array of such entries).
     b.closed = closed_.size() * (sizeof(ClosedKey) + sizeof(Closed)) + refused_.size() * sizeof(ClosedKey);
     b.remotes = remotes_.size() * sizeof(Remote);
+    b.qps = (qps_.size() - free_qp_slots_.size()) * sizeof(QpContext);
     return b;
 }
 

@@ -214,7 +214,8 @@ public:
         size_t dc_targets = 0;     // DC target contexts: the same
         size_t closed = 0;         // closed-table and refused-connection entries
         size_t remotes = 0;        // destinations' remote NICs (the address handles)
-        size_t total() const { return connections + dcis + dc_targets + closed + remotes; }
+        size_t qps = 0;            // QP contexts (QpContext each; not their rings)
+        size_t total() const { return connections + dcis + dc_targets + closed + remotes + qps; }
     };
     StateBytes state_bytes() const;
     // The open connections as a JSON array: peer, its incarnation, window, round trip, and

@@ -360,6 +360,25 @@ TEST_F(NicBasic, connection__shared_by_qps)
     EXPECT_EQ(1u, nics_.nic(1)->num_connections());
 }
 
+// The QP contexts a NIC holds count in its state (their rings do not), created and destroyed
+// QPs alike.
+TEST_F(NicBasic, state_bytes__qps_counts_live_qp_contexts)
+{
+    Nic *a = nics_.nic(0);
+    EXPECT_EQ(sizeof(QpContext), a->state_bytes().qps);
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *q2, *q3;
+    ASSERT_EQ(SRCNIC_OK, a->qp_create(qc, &q2));
+    ASSERT_EQ(SRCNIC_OK, a->qp_create(qc, &q3));
+    EXPECT_EQ(3 * sizeof(QpContext), a->state_bytes().qps);
+    a->qp_destroy(q2);
+    EXPECT_EQ(2 * sizeof(QpContext), a->state_bytes().qps);
+    const Nic::StateBytes b = a->state_bytes();
+    EXPECT_EQ(b.connections + b.dcis + b.dc_targets + b.closed + b.remotes + b.qps, b.total());
+    a->qp_destroy(q3);
+}
+
 bool readable(int fd, int timeout_ms)
 {
     struct pollfd p = {fd, POLLIN, 0};
