@@ -200,6 +200,26 @@ struct Run {
     uint64_t retransmits = 0, rnr = 0, fabric_full = 0, dropped = 0;
     uint64_t dc_fallbacks = 0, dc_streams = 0, dc_busy = 0, promoted = 0;
     double nic() const { return connections + dcis + dc_targets + closed + qps; }
+    // The NIC state per node if every process talked to every other: measured where the run
+    // did, where every node pair talked (agent), and in agent-dc (bounded by the budget, the DCI
+    // pool and the DC target contexts, whatever the peers), else the measured bytes per
+    // connection times the connections all-to-all needs (embedded: P * (N*P - 1), one per other
+    // process on each of the node's engines; agent: N - 1, plus the engine's connection to
+    // itself and its mirror) with the rest as measured.
+    bool a2a_measured() const
+    {
+        return dest_kind == "all" || mode == Mode::kAgentDc || (mode == Mode::kAgent && covered);
+    }
+    double a2a() const
+    {
+        if (a2a_measured()) {
+            return nic();
+        }
+        const double c = mode == Mode::kEmbedded ? static_cast<double>(p) * (static_cast<double>(n) * p - 1)
+                                                 : n - 1.0 + 2;
+        return nic() - connections + per_conn * c;
+    }
+    bool covered = false;          // every node sent to every other node
     double host() const { return rings + app_bufs + pkt_bufs + msg_descs + link_queue + engine_obj; }
 };
 
@@ -290,6 +310,7 @@ private:
     std::vector<uint16_t> sfree_n_;         // how many of them are free
     bool inline_ = true;
     std::string dest_kind_;
+    bool covered_ = false;                  // see Run::covered
     uint64_t expected_ = 0, received_ = 0, completed_ = 0;
     Errors err_;
 };
@@ -432,6 +453,7 @@ void Sim::choose_destinations()
         }
     }
     pair_off_[num_procs] = pair_dst_.size();
+    covered_ = all || o_.dests_per_proc == 0 || static_cast<uint64_t>(o_.dests_per_proc) * p_ >= n_ - 1;
     pair_dest_.resize(pair_dst_.size());
     sent_.assign(pair_dst_.size(), 0);
     next_.assign(pair_dst_.size(), 0);
@@ -632,6 +654,7 @@ bool Sim::run(Run *out)
     out->engines = engines_.size();
     out->procs = procs_.size();
     out->dest_kind = dest_kind_;
+    out->covered = covered_;
     out->pairs = pair_dst_.size();
     out->messages = expected_;
     const uint64_t t1 = now_ns_();
@@ -757,6 +780,10 @@ void print_run(const Run &r, const Options &o, const PaperConstants &k)
     }
     std::printf("  %-13s %12.0f   = %.4f MB (largest node %.4f MB)\n", "NIC state", r.nic(),
                 mb(r.nic()), mb(r.nic_max));
+    std::printf("  %-13s %12.0f   = %.4f MB, %s\n", "all-to-all", r.a2a(), mb(r.a2a()),
+                !r.a2a_measured() ? "projected: measured bytes per connection x the connections it needs"
+                : r.mode == Mode::kAgentDc && !r.covered ? "as measured (bounded by the budget and the DC pools; this sample reached fewer nodes)"
+                : "as measured");
     for (const Column &c : kApartColumns) {
         std::printf("  %-13s %12.0f   %s\n", c.name, r.*c.field, c.what);
     }
@@ -781,18 +808,20 @@ void print_formula(const PaperConstants &k)
 
 void print_summary(const std::vector<Run> &runs, const PaperConstants &k)
 {
-    std::printf("\n%-9s %6s %4s %7s %8s %7s %10s %10s %9s %9s %9s %9s %9s %9s %9s %9s %7s\n", "mode",
-                "N", "P", "engines", "conns/nd", "B/conn", "nic_MB/nd", "addr_MB/nd",
+    std::printf("\n%-9s %6s %4s %7s %8s %7s %10s %11s %10s %9s %9s %9s %9s %9s %9s %9s %9s %7s\n", "mode",
+                "N", "P", "engines", "conns/nd", "B/conn", "nic_MB/nd", "a2a_MB/nd", "addr_MB/nd",
                 "host_MB/nd", "msg/s", "msg/s/eng", "paper_RC", "XRC", "DCT", "SRC", "traffic_s",
                 "errors");
     for (const Run &r : runs) {
         const PaperFigures pf = paper_for(k, r.n, r.p);
-        std::printf("%-9s %6u %4u %7zu %8.1f %7.0f %10.4f %10.4f %9.3f %9.0f %9.0f %9.3f %9.3f %9.3f "
+        std::printf("%-9s %6u %4u %7zu %8.1f %7.0f %10.4f %10.4f%c %10.4f %9.3f %9.0f %9.0f %9.3f %9.3f %9.3f "
                     "%9.3f %9.1f %7" PRIu64 "\n",
                     mode_name(r.mode), r.n, r.p, r.engines, r.conns, r.per_conn, mb(r.nic()),
+                    mb(r.a2a()), r.a2a_measured() ? ' ' : '*',
                     mb(r.remotes), mb(r.host()), r.rate, r.rate / r.engines, mb(pf.rc), mb(pf.xrc),
                     mb(pf.dct), mb(pf.src), r.traffic_s, r.err.total());
     }
+    std::printf("(a2a: * projected from the measured bytes per connection, see above; paper columns in MB of 2^20 B)\n");
 }
 
 bool write_json(const std::string &path, const std::vector<Run> &runs, const Options &o,
@@ -829,7 +858,8 @@ bool write_json(const std::string &path, const std::vector<Run> &runs, const Opt
         for (const Column &c : kNicColumns) {
             std::fprintf(f, ", \"%s\": %.1f", c.name, r.*c.field);
         }
-        std::fprintf(f, ", \"nic\": %.1f, \"nic_largest_node\": %.1f", r.nic(), r.nic_max);
+        std::fprintf(f, ", \"nic\": %.1f, \"nic_largest_node\": %.1f, \"nic_all_to_all\": %.1f, "
+                     "\"all_to_all_measured\": %s", r.nic(), r.nic_max, r.a2a(), r.a2a_measured() ? "true" : "false");
         for (const Column &c : kApartColumns) {
             std::fprintf(f, ", \"%s\": %.1f", c.name, r.*c.field);
         }
