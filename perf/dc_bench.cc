@@ -301,9 +301,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    // Each engine holds a few descriptors (its event fds, its link's): thousands need more
-    // than the usual soft limit of 1024.
-    // (About 5 each: 4,096 peers want more than a hard limit of 20,000, which root may raise.)
+    // Each engine holds one descriptor (its registration table's memfd; its event fds and its
+    // link's are created only for a waiter, which this benchmark never is): thousands need
+    // more than the usual soft limit of 1024.
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
         struct rlimit want = {std::max<rlim_t>(rl.rlim_max, 65536), std::max<rlim_t>(rl.rlim_max, 65536)};

@@ -521,8 +521,14 @@ static ucs_status_t uct_src_iface_flush(uct_iface_h tl_iface, unsigned flags,
 static ucs_status_t uct_src_iface_event_fd_get(uct_iface_h tl_iface, int *fd_p)
 {
     uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    int fd;
 
-    *fd_p = srcnic_nic_event_fd(iface->nic);
+    /* The engine creates its event fd at the first request; a failure is logged there. */
+    fd = srcnic_nic_event_fd(iface->nic);
+    if (fd < 0) {
+        return UCS_ERR_IO_ERROR;
+    }
+    *fd_p = fd;
     return UCS_OK;
 }
 

@@ -151,7 +151,9 @@ SRCNIC_API unsigned srcnic_nic_progress(srcnic_nic_t *nic);
 SRCNIC_API unsigned srcnic_nic_transmit(srcnic_nic_t *nic);
 
 /* A file descriptor that polls readable when progress has work (a packet arrived or a timer
- * is due), after srcnic_nic_arm() returned OK. */
+ * is due), after srcnic_nic_arm() returned OK. An engine creates it (and the descriptors it
+ * watches) at the first call of this or srcnic_nic_arm(), so an engine that is only
+ * progressed holds none; -1 if that failed (logged; srcnic_nic_arm() returns why). */
 SRCNIC_API int srcnic_nic_event_fd(const srcnic_nic_t *nic);
 /* Arms the event fd. BUSY if work is already pending (a completion not yet polled, a packet
  * waiting, data to transmit): call progress instead of sleeping. */

@@ -542,6 +542,7 @@ Nic::StateBytes Nic::state_bytes() const
     b.closed = closed_.size() * (sizeof(ClosedKey) + sizeof(Closed)) + refused_.size() * sizeof(ClosedKey);
     b.remotes = remotes_.size() * sizeof(Remote);
     b.stats = conn_stats_.size() * sizeof(ConnStats);
+    b.qps = (qps_.size() - free_qp_slots_.size()) * sizeof(QpContext);
     return b;
 }
 

@@ -120,6 +120,7 @@ public:
     uint32_t rx_queue_capacity(uint32_t size) const override { return inner_->rx_queue_capacity(size); }
     // The inner link's event fd; see "Release" above for held datagrams.
     int event_fd() const override { return inner_->event_fd(); }
+    srcnic_status_t open_event_fd() override { return inner_->open_event_fd(); }
     void rx_notify(bool on) override { inner_->rx_notify(on); }
     bool rx_pending() const override { return held() > 0 || inner_->rx_pending(); }
     const LinkStats &stats() const override { return stats_; }

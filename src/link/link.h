@@ -137,8 +137,15 @@ public:
 
     // A file descriptor that polls readable (level-triggered) while rx_burst would return
     // datagrams, or -1 if the link has none (then the caller must poll). A link may announce
-    // datagrams on it only between rx_notify(true) and rx_notify(false).
+    // datagrams on it only between rx_notify(true) and rx_notify(false). A link may create it
+    // only when first asked for (the loopback link does: thousands of simulated NICs in one
+    // process would otherwise hold thousands of descriptors nobody waits on); -1 then also
+    // when that failed, which open_event_fd() tells apart.
     virtual int event_fd() const = 0;
+
+    // Creates event_fd() if the link makes it on demand: OK once it exists or if the link has
+    // none; NO_RESOURCE (out of descriptors) or IO_ERROR, logged, if it could not be created.
+    virtual srcnic_status_t open_event_fd() { return SRCNIC_OK; }
 
     // Whether event_fd() must announce datagrams: on while a waiter may sleep on it, off while
     // the owner polls. Announcing can cost the medium work per datagram (the UDP link's

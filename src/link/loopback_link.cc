@@ -41,7 +41,7 @@ public:
     LoopbackLink(const LoopbackLink &) = delete;
     LoopbackLink &operator=(const LoopbackLink &) = delete;
 
-    // Allocates the receive queue and the eventfd.
+    // Allocates the receive queue (the eventfd comes with the first event_fd()).
     srcnic_status_t init()
     {
         const uint32_t depth = fabric_->queue_depth();
@@ -52,12 +52,6 @@ public:
             SRCNIC_LOG_ERROR("loopback link: out of memory for a queue of %u x %u bytes", depth,
                              fabric_->mtu());
             return SRCNIC_ERR_NO_MEMORY;
-        }
-        event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (event_fd_ < 0) {
-            SRCNIC_LOG_ERROR("loopback link: eventfd failed: %m");
-            return errno == EMFILE || errno == ENFILE ? SRCNIC_ERR_NO_RESOURCE
-                                                      : SRCNIC_ERR_IO_ERROR;
         }
         return SRCNIC_OK;
     }
@@ -112,7 +106,8 @@ public:
 
     const LinkAddr &local_addr() const override { return local_addr_; }
     uint32_t mtu() const override { return fabric_->mtu(); }
-    int event_fd() const override { return event_fd_; }
+    int event_fd() const override { return open_fd() == SRCNIC_OK ? event_fd_ : -1; }
+    srcnic_status_t open_event_fd() override { return open_fd(); }
 
     const LinkStats &stats() const override
     {
@@ -152,8 +147,31 @@ private:
         return true;
     }
 
+    // Creates the eventfd, signalled if the queue holds datagrams already. Only the link's
+    // user creates it; senders read event_fd_ under mutex_, as the creation writes it.
+    srcnic_status_t open_fd() const
+    {
+        if (event_fd_ >= 0) {
+            return SRCNIC_OK;
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        const int fd = ::eventfd(count_ > 0 ? 1 : 0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fd < 0) {
+            SRCNIC_LOG_ERROR("loopback link %s: eventfd failed: %m",
+                             local_addr_.to_string().c_str());
+            return errno == EMFILE || errno == ENFILE ? SRCNIC_ERR_NO_RESOURCE
+                                                      : SRCNIC_ERR_IO_ERROR;
+        }
+        event_fd_ = fd;
+        return SRCNIC_OK;
+    }
+
+    // Called under mutex_; nothing to do while nobody asked for the eventfd.
     void signal_event()
     {
+        if (event_fd_ < 0) {
+            return;
+        }
         const uint64_t one = 1;
         if (::write(event_fd_, &one, sizeof(one)) != sizeof(one)) {
             SRCNIC_LOG_RATELIMITED(LogLevel::kError, "loopback link %s: eventfd write failed: %m",
@@ -163,6 +181,9 @@ private:
 
     void clear_event()
     {
+        if (event_fd_ < 0) {
+            return;
+        }
         uint64_t value;
         if (::read(event_fd_, &value, sizeof(value)) != sizeof(value) && errno != EAGAIN) {
             SRCNIC_LOG_RATELIMITED(LogLevel::kError, "loopback link %s: eventfd read failed: %m",
@@ -173,7 +194,7 @@ private:
     std::shared_ptr<LoopbackFabric> fabric_; // the fabric; outlives the link
     uint16_t port_ = 0;             // fabric port; 0 until the link has an address
     LinkAddr local_addr_;           // 127.0.0.1:port_
-    int event_fd_ = -1;             // eventfd, readable while count_ > 0
+    mutable int event_fd_ = -1;     // eventfd, readable while count_ > 0; -1 until asked for
     mutable LinkStats stats_;       // counters; rx_dropped is copied from dropped_ on reads
 
     mutable std::mutex mutex_;      // guards the queue, dropped_ and the eventfd's state

@@ -27,6 +27,9 @@
 // Event fd. Each link's event_fd() is an eventfd that polls readable exactly while its queue
 // is non-empty (level-triggered): the sender that makes the queue non-empty signals it and
 // the rx_burst that empties it clears it, both under the queue's lock. Poll it; never read it.
+// It is created at the first event_fd() or open_event_fd() call, readable at once if
+// datagrams are already queued: a link nobody waits on holds no descriptor, so one process can
+// simulate tens of thousands of NICs within its descriptor limit.
 //
 // Threads. Links of one fabric may be used from different threads (each link by one thread at
 // a time). The fabric's address table is guarded by a reader-writer lock, taken shared once

@@ -133,21 +133,6 @@ srcnic_status_t Nic::init()
         free_bufs_.push_back(b);
     }
 
-    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (epoll_fd_ < 0 || timer_fd_ < 0 || kick_fd_ < 0) {
-        SRCNIC_LOG_ERROR("epoll_create1/timerfd_create/eventfd failed: %m");
-        return SRCNIC_ERR_IO_ERROR;
-    }
-    struct epoll_event ev = {};
-    ev.events = EPOLLIN;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, timer_fd_, &ev) != 0 ||
-        epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, kick_fd_, &ev) != 0 ||
-        (link_->event_fd() >= 0 && epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, link_->event_fd(), &ev) != 0)) {
-        SRCNIC_LOG_ERROR("epoll_ctl failed: %m");
-        return SRCNIC_ERR_IO_ERROR;
-    }
     SRCNIC_LOG_DEBUG("nic %s incarnation %llx mtu %u window %u", link_->local_addr().to_string().c_str(),
                      static_cast<unsigned long long>(addr_.incarnation), mtu_,
                      window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader))));
@@ -184,6 +169,53 @@ Nic::~Nic()
     }
 }
 
+srcnic_status_t Nic::events_open() const
+{
+    if (epoll_fd_ >= 0) {
+        return SRCNIC_OK;
+    }
+    const srcnic_status_t status = link_->open_event_fd();
+    if (status != SRCNIC_OK) {
+        return status;   // logged by the link
+    }
+    // Each created in turn; the first failure stops (its errno for the log and the status).
+    int fds[3] = {-1, -1, -1};   // epoll set, timerfd, eventfd
+    const char *what = nullptr;
+    int err = 0;
+    for (int i = 0; i < 3 && what == nullptr; ++i) {
+        fds[i] = i == 0   ? epoll_create1(EPOLL_CLOEXEC)
+                 : i == 1 ? timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)
+                          : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fds[i] < 0) {
+            err = errno;
+            what = i == 0 ? "epoll_create1" : i == 1 ? "timerfd_create" : "eventfd";
+        }
+    }
+    struct epoll_event ev = {};
+    ev.events = EPOLLIN;
+    if (what == nullptr &&
+        (epoll_ctl(fds[0], EPOLL_CTL_ADD, fds[1], &ev) != 0 ||
+         epoll_ctl(fds[0], EPOLL_CTL_ADD, fds[2], &ev) != 0 ||
+         (link_->event_fd() >= 0 && epoll_ctl(fds[0], EPOLL_CTL_ADD, link_->event_fd(), &ev) != 0))) {
+        err = errno;
+        what = "epoll_ctl";
+    }
+    if (what != nullptr) {
+        errno = err;
+        SRCNIC_LOG_ERROR("nic %s: %s failed: %m", link_->local_addr().to_string().c_str(), what);
+        for (int fd : fds) {
+            if (fd >= 0) {
+                close(fd);
+            }
+        }
+        return err == EMFILE || err == ENFILE ? SRCNIC_ERR_NO_RESOURCE : SRCNIC_ERR_IO_ERROR;
+    }
+    epoll_fd_ = fds[0];
+    timer_fd_ = fds[1];
+    kick_fd_ = fds[2];
+    return SRCNIC_OK;
+}
+
 void Nic::kick()
 {
     armed_ = false;
@@ -211,6 +243,10 @@ SRCNIC_HOT unsigned Nic::transmit()
 
 srcnic_status_t Nic::arm()
 {
+    const srcnic_status_t status = events_open();
+    if (status != SRCNIC_OK) {
+        return status;
+    }
     uint64_t drained;
     while (read(kick_fd_, &drained, sizeof(drained)) > 0) {
     }

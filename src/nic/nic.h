@@ -143,7 +143,9 @@ public:
     // progress(): NicOver<L> (nic_over.h), the data path compiled for the link's type.
     // The first half of progress(): send rings -> connections -> link; no receive.
     unsigned transmit() final;
-    int event_fd() const final { return epoll_fd_; }
+    // The event fd: created, with the timer and wake-up descriptors it watches and the link's
+    // event fd, at the first event_fd() or arm() (events_open()); -1 if that failed (logged).
+    int event_fd() const final { return events_open() == SRCNIC_OK ? epoll_fd_ : -1; }
     srcnic_status_t arm() final;
 
     // A QP of this process (its rings in this process's memory, served for the NIC's own
@@ -216,7 +218,8 @@ public:
         size_t remotes = 0;        // destinations' remote NICs (the address handles)
         size_t stats = 0;          // per-connection traffic statistics (software only: a NIC
                                    // need not keep them; not in total())
-        size_t total() const { return connections + dcis + dc_targets + active + closed + remotes; }
+        size_t qps = 0;            // QP contexts (QpContext each; not their rings)
+        size_t total() const { return connections + dcis + dc_targets + active + closed + remotes + qps; }
     };
     StateBytes state_bytes() const;
     // Connections (of every kind) holding an active half now; the pool keeps up to kActiveKeep
@@ -760,10 +763,15 @@ private:
     bool tx_blocked_ = false;       // the link would block: stop generating packets
 
     void kick();
+    // Creates the descriptors a waiter sleeps on (event_fd(), arm()); OK once they exist,
+    // else NO_RESOURCE (out of descriptors) or IO_ERROR, logged, with none of them kept. A NIC
+    // that is only progressed holds none: one process can simulate thousands of NICs.
+    srcnic_status_t events_open() const;
 
-    int epoll_fd_ = -1;
-    int timer_fd_ = -1;
-    int kick_fd_ = -1;              // eventfd: completions written while armed
+    // The waiter's descriptors, -1 until events_open() (mutable: event_fd() creates them).
+    mutable int epoll_fd_ = -1;     // epoll set of the three below: event_fd()
+    mutable int timer_fd_ = -1;     // timerfd: the next connection timer, set by arm()
+    mutable int kick_fd_ = -1;      // eventfd: completions written while armed
     bool rx_notify_ = false;        // the link announces arrivals on its event fd (armed)
     bool armed_ = false;            // arm() returned OK and nothing has woken the fd since
 };

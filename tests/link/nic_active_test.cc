@@ -134,7 +134,7 @@ TEST_F(ActiveHalves, idle__every_half_goes_back_and_idle_connections_cost_their_
     // The pool keeps a few for the next connections to get work, never one per connection.
     EXPECT_GT(b.active, 0u);
     EXPECT_LE(b.active, Nic::kActiveKeep * (sizeof(ConnActive) + 4096 * sizeof(int32_t)));
-    EXPECT_EQ(b.connections + b.dcis + b.dc_targets + b.active + b.closed + b.remotes, b.total());
+    EXPECT_EQ(b.connections + b.dcis + b.dc_targets + b.active + b.closed + b.remotes + b.qps, b.total());
     for (size_t i = 1; i <= kPeers; ++i) {
         EXPECT_EQ(1u, nics_->nic(i)->num_connections());
         EXPECT_EQ(0u, nics_->nic(i)->active_halves());

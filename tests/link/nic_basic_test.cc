@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <dirent.h>
 #include <poll.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace srcnic {
 namespace test {
@@ -357,6 +360,25 @@ TEST_F(NicBasic, connection__shared_by_qps)
     EXPECT_EQ(1u, nics_.nic(1)->num_connections());
 }
 
+// The QP contexts a NIC holds count in its state (their rings do not), created and destroyed
+// QPs alike.
+TEST_F(NicBasic, state_bytes__qps_counts_live_qp_contexts)
+{
+    Nic *a = nics_.nic(0);
+    EXPECT_EQ(sizeof(QpContext), a->state_bytes().qps);
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *q2, *q3;
+    ASSERT_EQ(SRCNIC_OK, a->qp_create(qc, &q2));
+    ASSERT_EQ(SRCNIC_OK, a->qp_create(qc, &q3));
+    EXPECT_EQ(3 * sizeof(QpContext), a->state_bytes().qps);
+    a->qp_destroy(q2);
+    EXPECT_EQ(2 * sizeof(QpContext), a->state_bytes().qps);
+    const Nic::StateBytes b = a->state_bytes();
+    EXPECT_EQ(b.connections + b.dcis + b.dc_targets + b.closed + b.remotes + b.qps, b.total());
+    a->qp_destroy(q3);
+}
+
 bool readable(int fd, int timeout_ms)
 {
     struct pollfd p = {fd, POLLIN, 0};
@@ -395,6 +417,105 @@ TEST_F(NicBasic, arm__completion_from_background_progress_wakes_fd)
     ASSERT_TRUE(progress_until(nics_.all(), [&] { return b->counter(SRCNIC_CNT_RX_PACKETS) > 0; }));
     EXPECT_FALSE(readable(b->link().event_fd(), 0));   // nothing left in the link
     EXPECT_TRUE(readable(b->event_fd(), 5000));        // the completion woke the NIC's fd
+}
+
+// Descriptors this process holds.
+size_t open_fds()
+{
+    size_t n = 0;
+    if (DIR *d = opendir("/proc/self/fd")) {
+        while (readdir(d) != nullptr) {
+            ++n;
+        }
+        closedir(d);
+    }
+    return n;
+}
+
+// A NIC that is only progressed holds no descriptor of its own but its registration table's
+// memfd (mr_table.cc); the first event_fd() or arm() creates the four a waiter needs (epoll
+// set, timerfd, eventfd, the link's eventfd), once.
+TEST(NicEvents, events_open__no_descriptor_until_event_fd_or_arm)
+{
+    const size_t start = open_fds();
+    LoopbackNics nics(2);
+    const size_t before = open_fds();
+    EXPECT_LE(before, start + 2) << "at most the registration table's memfd per NIC";
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa, *qb;
+    ASSERT_EQ(SRCNIC_OK, nics.nic(0)->qp_create(qc, &qa));
+    ASSERT_EQ(SRCNIC_OK, nics.nic(1)->qp_create(qc, &qb));
+    srcnic_dest_t to_b;
+    ASSERT_EQ(SRCNIC_OK, nics.nic(0)->dest_create(nics.nic(1)->addr(), qb->qpn(), &to_b));
+    std::vector<uint8_t> data(100, 5), rbuf(100);
+    ASSERT_EQ(SRCNIC_OK, qb->post_recv(make_recv(1, rbuf.data(), 100)));
+    ASSERT_EQ(SRCNIC_OK, qa->post_send(make_send(to_b, 1, data.data(), 100)));
+    srcnic_cqe_t c;
+    ASSERT_TRUE(poll_one(nics.all(), qb, &c));
+    EXPECT_EQ(before, open_fds()) << "traffic without a waiter opens no descriptor";
+    ASSERT_TRUE(poll_one(nics.all(), qa, &c));
+    ASSERT_TRUE(progress_until(nics.all(), [&] { return nics.nic(1)->arm() == SRCNIC_OK; }));
+    EXPECT_EQ(before + 4, open_fds());
+    EXPECT_GE(nics.nic(1)->event_fd(), 0);
+    EXPECT_EQ(before + 4, open_fds()) << "created once";
+    EXPECT_GE(nics.nic(0)->event_fd(), 0);
+    EXPECT_EQ(before + 8, open_fds());
+    // Armed after the fact, the fd still wakes on an arrival.
+    ASSERT_EQ(SRCNIC_OK, qb->post_recv(make_recv(2, rbuf.data(), 100)));
+    ASSERT_EQ(SRCNIC_OK, qa->post_send(make_send(to_b, 2, data.data(), 100)));
+    nics.nic(0)->progress();
+    EXPECT_TRUE(readable(nics.nic(1)->event_fd(), 5000));
+    ASSERT_TRUE(poll_one(nics.all(), qb, &c));
+    EXPECT_EQ(SRCNIC_OK, c.status);
+}
+
+// Out of descriptors at the first arm(): NO_RESOURCE (logged), no event fd, and what was
+// created before the failure closed again; once descriptors are free, arm() creates them and
+// works. The table is filled on purpose: the soft limit is lowered to the highest descriptor
+// in use and every free number below it taken, then two given back: the link's eventfd takes
+// one, the epoll set the other, and the timerfd fails.
+TEST(NicEvents, arm__out_of_descriptors_is_no_resource_then_recovers)
+{
+    LoopbackNics nics(1);
+    Nic *nic = nics.nic(0);
+    struct rlimit saved;
+    ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &saved));
+    int highest = 2;
+    if (DIR *d = opendir("/proc/self/fd")) {
+        while (struct dirent *e = readdir(d)) {
+            highest = std::max(highest, std::atoi(e->d_name));
+        }
+        closedir(d);
+    }
+    struct rlimit low = saved;
+    low.rlim_cur = static_cast<rlim_t>(highest) + 1;
+    ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
+    std::vector<int> fillers;
+    for (int fd; (fd = dup(0)) >= 0;) {
+        fillers.push_back(fd);
+    }
+    const int dup_errno = errno;
+    for (int i = 0; i < 2 && !fillers.empty(); ++i) {
+        close(fillers.back());
+        fillers.pop_back();
+    }
+    const srcnic_status_t status = nic->arm();
+    const int fd = nic->event_fd();
+    int freed = 0;   // descriptors the failed attempt left free
+    for (int f; (f = dup(0)) >= 0; ++freed) {
+        fillers.push_back(f);
+    }
+    for (int f : fillers) {
+        close(f);
+    }
+    ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &saved));
+    EXPECT_EQ(EMFILE, dup_errno);
+    EXPECT_EQ(SRCNIC_ERR_NO_RESOURCE, status);
+    EXPECT_EQ(-1, fd);
+    EXPECT_EQ(1, freed) << "the epoll set made before the failure is closed; the link keeps its eventfd";
+    ASSERT_TRUE(progress_until(nics.all(), [&] { return nic->arm() == SRCNIC_OK; }));
+    EXPECT_GE(nic->event_fd(), 0);
 }
 
 // srcnic_qp_destroy (include/srcnic/srcnic.h): a QP destroyed with a large SEND half on the wire

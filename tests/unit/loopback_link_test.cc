@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 
@@ -275,6 +276,39 @@ TEST(LoopbackLink, event_fd__level_semantics)
     send_text(*a, b->local_addr(), "3");
     EXPECT_TRUE(readable_now(b->event_fd()));
     EXPECT_FALSE(readable_now(a->event_fd()));
+}
+
+// Descriptors this process holds.
+size_t open_fds()
+{
+    size_t n = 0;
+    if (DIR *d = opendir("/proc/self/fd")) {
+        while (readdir(d) != nullptr) {
+            ++n;
+        }
+        closedir(d);
+    }
+    return n;
+}
+
+TEST(LoopbackLink, event_fd__created_when_first_asked_and_signalled_for_what_is_queued)
+{
+    auto fabric = make_fabric(100, 8);
+    const size_t before = open_fds();
+    auto a = make_link(*fabric);
+    auto b = make_link(*fabric);
+    send_text(*a, b->local_addr(), "1");
+    EXPECT_EQ(before, open_fds()) << "a link nobody waits on holds no descriptor";
+    // Asked for while a datagram is queued: readable at once, and level-triggered from then on.
+    EXPECT_EQ(SRCNIC_OK, b->open_event_fd());
+    EXPECT_EQ(before + 1, open_fds());
+    EXPECT_TRUE(readable_now(b->event_fd()));
+    EXPECT_EQ(before + 1, open_fds()) << "created once";
+    EXPECT_EQ(1u, take(*b, 1).size());
+    EXPECT_FALSE(readable_now(b->event_fd()));
+    send_text(*a, b->local_addr(), "2");
+    EXPECT_TRUE(readable_now(b->event_fd()));
+    EXPECT_EQ(before + 1, open_fds());
 }
 
 TEST(LoopbackLink, tx_burst__many_links_in_a_ring)
