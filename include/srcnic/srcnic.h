@@ -92,6 +92,12 @@ typedef struct srcnic_config {
     uint32_t dc_promote;       /* a DC peer sent this many requests within 10 ms is moved to a
                                   connection (an idle one is closed by agreement to make room);
                                   default 256; 0: never */
+    uint32_t max_active;       /* connections holding in-flight state at once (an active half
+                                  each: messages in flight, reorder slots). A request for an
+                                  idle connection beyond it stays in its send queue until one
+                                  goes idle (back-pressure: the queue fills and posts return
+                                  NO_RESOURCE); received packets and their answers always get
+                                  one, so that peers' traffic drains. 0 (default): no bound */
 } srcnic_config_t;
 
 SRCNIC_API void srcnic_config_init(srcnic_config_t *config);
@@ -247,7 +253,8 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(DC_PROMOTED,         "remote NICs moved from DC to a connection: their traffic stayed high") \
     _(CONN_DEMOTED,        "idle connections closed by agreement to make room for a promotion") \
     _(USE_DC_SENT,         "connection attempts answered USE_DC: the connection budget is spent") \
-    _(DROP_DC_STALE,       "drop: DC packet of a stream with no target context, none to resume, and not its first PSN")
+    _(DROP_DC_STALE,       "drop: DC packet of a stream with no target context, none to resume, and not its first PSN") \
+    _(ACTIVE_WAITS,        "requests left in their send queue a pass: max_active connections were busy")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

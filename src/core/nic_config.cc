@@ -90,6 +90,7 @@ srcnic_status_t validate_config(const srcnic_config_t &c)
               in_range("dc_targets", c.dc_targets, 0, kMaxDcTargets) &&
               in_range("dc_quota", c.dc_quota, 0, 1u << 20) &&
               in_range("dc_promote", c.dc_promote, 0, 1u << 20) &&
+              in_range("max_active", c.max_active, 0, kMaxConnections) &&
               in_range("max_inflight", c.max_inflight, 16, 1u << 20) &&
               (c.rx_buffers == 0 || in_range("rx_buffers", c.rx_buffers, 64, 1u << 20)) &&
               in_range("sock_buf", c.sock_buf, 4096, 1u << 30) &&

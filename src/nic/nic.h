@@ -290,6 +290,11 @@ private:
         return c->act != nullptr ? c->act : engage_slow(c);
     }
     ConnActive *engage_slow(Connection *c);
+    // A request may go on c now: it holds its active half, or one may be taken (max_active).
+    bool may_engage_request(const Connection *c) const
+    {
+        return c->act != nullptr || config_.max_active == 0 || act_held_ < config_.max_active;
+    }
     // Gives c's active half back to the pool when c is idle: nothing in flight either way,
     // nothing owed, no timer, not closing (called as c leaves the active list).
     void disengage(Connection *c);

@@ -101,6 +101,12 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);
                 break;
             }
+            if (c != nullptr && !may_engage_request(c)) {
+                // max_active connections are busy: it waits, and the QP's later requests.
+                count(SRCNIC_CNT_ACTIVE_WAITS);
+                msg_free(m);
+                break;
+            }
             const uint32_t position = sq.position();
             sq.pop();
             qp->took();
@@ -191,6 +197,10 @@ void Nic::take_chunk(QpContext *qp)
     Connection *c = route(k.wqe.dest, &status, false);
     if (c == nullptr && status == SRCNIC_ERR_NO_RESOURCE) {
         return;   // waits for a DCI
+    }
+    if (c != nullptr && !may_engage_request(c)) {
+        count(SRCNIC_CNT_ACTIVE_WAITS);
+        return;   // waits for an active half
     }
     if (c == nullptr) {
         // The connection failed (its earlier chunks completed nothing): the WQE fails with it.

@@ -202,6 +202,12 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     if (c->kind == ConnKind::kDct) {
         c->used = now();
     }
+    if (c->act == nullptr && h.opcode == static_cast<uint8_t>(Opcode::kACK) && h.ack_psn == c->next_psn) {
+        // An idle connection has everything acknowledged: a repeated ACK (its data was resent)
+        // has nothing to do, and takes no active half.
+        buf_free(buf);
+        return;
+    }
     engage(c);   // everything below works on its active half
     ConnStats &st = stats_of(c);
     ++st.rx_packets;

@@ -6,6 +6,7 @@
 // stopped (PSNs, round-trip estimate), and that the state accounting says so.
 #include "nic_harness.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -20,15 +21,20 @@ static_assert(sizeof(Connection) <= 128, "what every connection keeps: two cache
 // messages to every peer's QP, each peer checks it gets 0, 1, 2... once each.
 class ActiveHalves : public ::testing::Test {
 protected:
-    void build(size_t peers, const FaultConfig &faults, uint64_t seed)
+    void build(size_t peers, const FaultConfig &faults, uint64_t seed, uint32_t max_active = 0,
+               uint32_t sq_size = 0)
     {
         std::printf("seed %" PRIu64 "\n", seed);
         srcnic_config_t config = test_config();
         config.rto_us = 1000;
         config.rto_max_us = 20000;
+        config.max_active = max_active;
         nics_.reset(new LoopbackNics(peers + 1, config, 8192, seed));
         srcnic_qp_config_t qc;
         srcnic_qp_config_init(&qc);
+        if (sq_size != 0) {
+            qc.sq_size = sq_size;
+        }
         qps_.resize(peers + 1);
         for (size_t i = 0; i <= peers; ++i) {
             ASSERT_EQ(SRCNIC_OK, nics_->nic(i)->qp_create(qc, &qps_[i]));
@@ -75,12 +81,16 @@ protected:
                 while (sent[p] < rounds && sent[p] - completed[p] < 8) {
                     uint64_t &v = sendbufs_[p * 8 + sent[p] % 8];   // (8 outstanding at most)
                     v = next_sent_base_[p] + sent[p];
-                    if (qps_[0]->post_send(make_send(dests_[p], p, &v, 8)) != SRCNIC_OK) {
+                    const srcnic_status_t st = qps_[0]->post_send(make_send(dests_[p], p, &v, 8));
+                    if (st != SRCNIC_OK) {
+                        EXPECT_EQ(SRCNIC_ERR_NO_RESOURCE, st);
+                        ++refused_posts_;
                         break;
                     }
                     ++sent[p];
                 }
             }
+            peak_halves_ = std::max(peak_halves_, hub()->active_halves());
             srcnic_cqe_t cqe;
             while (qps_[0]->poll_cq(&cqe, 1) == 1) {
                 EXPECT_EQ(SRCNIC_OK, cqe.status);
@@ -119,6 +129,8 @@ protected:
     std::vector<std::vector<uint64_t>> bufs_;
     std::vector<uint64_t> next_;                       // per peer: the next value expected
     std::vector<uint64_t> sendbufs_;                   // per peer: 8 messages' payloads
+    unsigned peak_halves_ = 0;                         // the hub's, seen between progress calls
+    uint64_t refused_posts_ = 0;                       // posts the hub's full send queue refused
     std::vector<uint64_t> next_sent_base_ = std::vector<uint64_t>(1024, 0);
 };
 
@@ -183,6 +195,29 @@ TEST_F(ActiveHalves, lossy__exactly_once_and_every_half_back)
     }
     EXPECT_GT(hub()->counter(SRCNIC_CNT_RETRANSMITS), 0u) << "the faults were not applied";
     EXPECT_EQ(0u, hub()->counter(SRCNIC_CNT_CONN_FAILED));
+}
+
+TEST_F(ActiveHalves, max_active__requests_wait_in_their_queue_then_all_arrive_once)
+{
+    // 16 peers, at most 2 connections of the hub busy at once, a send queue of 16: posts meet
+    // NO_RESOURCE (back-pressure) and every message still arrives once, in order, under loss.
+    FaultConfig faults;
+    faults.drop = 0.05;
+    build(16, faults, 14, 2, 16);
+    exchange(30);
+    EXPECT_LE(peak_halves_, 2u) << "the hub took more active halves than max_active";
+    EXPECT_GT(hub()->counter(SRCNIC_CNT_ACTIVE_WAITS), 0u) << "no request ever waited";
+    EXPECT_GT(refused_posts_, 0u) << "the send queue never filled";
+    EXPECT_EQ(0u, hub()->counter(SRCNIC_CNT_CONN_FAILED));
+    ASSERT_TRUE(settle());
+}
+
+TEST_F(ActiveHalves, max_active__out_of_range_is_refused_by_name)
+{
+    srcnic_config_t config;
+    srcnic_config_init(&config);
+    config.max_active = 1u << 30;
+    EXPECT_EQ(SRCNIC_ERR_INVALID_PARAM, srcnic_config_check(&config));
 }
 
 } // namespace
