@@ -2,6 +2,7 @@
 // 0 B to several MiB, content verified byte for byte; refusals (RNR, no such QP, truncation,
 // remote access) and what they leave untouched.
 #include "nic_harness.h"
+#include "open_fds.h"
 
 #include <algorithm>
 #include <cstring>
@@ -417,19 +418,6 @@ TEST_F(NicBasic, arm__completion_from_background_progress_wakes_fd)
     ASSERT_TRUE(progress_until(nics_.all(), [&] { return b->counter(SRCNIC_CNT_RX_PACKETS) > 0; }));
     EXPECT_FALSE(readable(b->link().event_fd(), 0));   // nothing left in the link
     EXPECT_TRUE(readable(b->event_fd(), 5000));        // the completion woke the NIC's fd
-}
-
-// Descriptors this process holds.
-size_t open_fds()
-{
-    size_t n = 0;
-    if (DIR *d = opendir("/proc/self/fd")) {
-        while (readdir(d) != nullptr) {
-            ++n;
-        }
-        closedir(d);
-    }
-    return n;
 }
 
 // A NIC that is only progressed holds no descriptor of its own but its registration table's

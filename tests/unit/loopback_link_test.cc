@@ -1,5 +1,6 @@
 // Unit tests for src/link/loopback_link.cc.
 #include "link/loopback_link.h"
+#include "open_fds.h"
 
 #include "core/clock.h"
 #include "core/random.h"
@@ -19,6 +20,8 @@
 
 namespace srcnic {
 namespace {
+
+using test::open_fds;
 
 // Longest any test waits, ns.
 constexpr uint64_t kWatchdogNs = 10 * kNsPerSec;
@@ -276,19 +279,6 @@ TEST(LoopbackLink, event_fd__level_semantics)
     send_text(*a, b->local_addr(), "3");
     EXPECT_TRUE(readable_now(b->event_fd()));
     EXPECT_FALSE(readable_now(a->event_fd()));
-}
-
-// Descriptors this process holds.
-size_t open_fds()
-{
-    size_t n = 0;
-    if (DIR *d = opendir("/proc/self/fd")) {
-        while (readdir(d) != nullptr) {
-            ++n;
-        }
-        closedir(d);
-    }
-    return n;
 }
 
 TEST(LoopbackLink, event_fd__created_when_first_asked_and_signalled_for_what_is_queued)
