@@ -69,6 +69,9 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped,
     const int16_t fail_status = c->fail_status;
     const bool in_active = c->in_active;   // a released slot may still be listed (tx_schedule
                                            // drops it on its next pass)
+    if (c->act != nullptr) {
+        act_put(c);   // (conn_release gave it back; never reached)
+    }
     *c = Connection();
     c->in_active = in_active;
     c->gen = gen;

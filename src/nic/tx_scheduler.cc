@@ -133,8 +133,13 @@ bool Nic::self_deliver(const struct iovec *iov, uint32_t iovcnt)
 
 SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
 {
-    engage(c);   // (a control packet on an idle connection: CLOSE)
     h->ack_psn = c->expected_psn;
+    if (c->act == nullptr) {
+        // Idle (or a released slot answering for its last occupant): nothing held, nothing
+        // owed.
+        h->sack = 0;
+        return;
+    }
     // A request refused with an error answer is acknowledged only once the answer has been
     // transmitted (PROTOCOL.md §5.4): the ack then cannot overtake it.
     if (c->act->err_answers_unsent != 0) {

@@ -391,6 +391,8 @@ TEST_F(Dc, close_ask__a_quiet_connection_is_agreed_closed_and_agreed_again)
     ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer, &skipped));
     EXPECT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), answer.h.imm);
     EXPECT_EQ(0u, count_op(skipped, Opcode::kRST));
+    // The released slot answered for its last occupant without taking an active half.
+    EXPECT_EQ(0u, nic_->active_halves());
 }
 
 TEST_F(Dc, close_ask__with_a_packet_not_received_here_is_refused)
