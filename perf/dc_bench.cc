@@ -15,7 +15,8 @@
 //             completions per second. The hub and the peers of the last 64 messages are
 //             progressed (the others have nothing to do).
 //   state     the hub's per-peer state from its own accounting (Nic::state_bytes): NIC contexts
-//             (connections, DCIs, DC target contexts, closed-table entries) and, apart, the
+//             (connections, DCIs, DC target contexts, their active halves held or pooled,
+//             closed-table entries) and, apart, the
 //             address handles (one per remote engine a destination names).
 // Every message is checked (length, completion status); a stall beyond the watchdog is an error.
 // Exits 0 whether or not the aims are met, 1 on an error, 2 on bad usage.
@@ -346,7 +347,7 @@ int main(int argc, char **argv)
         for (int m = 0; m < 3; ++m) {
             const char *mode = modes[m];
             const Result &r = res[m];
-            const size_t nic = r.state.connections + r.state.dcis + r.state.dc_targets + r.state.closed;
+            const size_t nic = r.state.connections + r.state.dcis + r.state.dc_targets + r.state.active + r.state.closed;
             std::printf("%-9s %6zu %5u %8" PRIu64 " %9.2f %9.2f %11.0f %9.2f %12zu %11.1f %11zu %10" PRIu64
                         " %9" PRIu64 "\n",
                         mode, p, r.conns, r.streams, r.lat_med_us, r.lat_p99_us, r.rate,
