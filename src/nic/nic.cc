@@ -158,6 +158,16 @@ Nic::~Nic()
         delete q.host;
         std::free(q.block);
     }
+    // The active halves: those connections hold, and the pool's.
+    for (const std::unique_ptr<Connection> &c : conns_) {
+        if (c != nullptr) {   // (slot 0 is empty)
+            delete c->act;
+        }
+    }
+    while (ConnActive *a = act_free_) {
+        act_free_ = a->next_free;
+        delete a;
+    }
     if (epoll_fd_ >= 0) {
         close(epoll_fd_);
     }
