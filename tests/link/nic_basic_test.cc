@@ -460,9 +460,10 @@ TEST(NicEvents, events_open__no_descriptor_until_event_fd_or_arm)
 
 // Out of descriptors at the first arm(): NO_RESOURCE (logged), no event fd, and what was
 // created before the failure closed again; once descriptors are free, arm() creates them and
-// works. The table is filled on purpose: the soft limit is lowered to the highest descriptor
-// in use and every free number below it taken, then two given back: the link's eventfd takes
-// one, the epoll set the other, and the timerfd fails.
+// works. The table is filled on purpose: the soft limit is lowered to two above the highest
+// descriptor in use (so there are at least two to give back, even in a process that holds
+// only 0, 1 and 2) and every free number below it taken, then two given back: the link's
+// eventfd takes one, the epoll set the other, and the timerfd fails.
 TEST(NicEvents, arm__out_of_descriptors_is_no_resource_then_recovers)
 {
     LoopbackNics nics(1);
@@ -477,14 +478,22 @@ TEST(NicEvents, arm__out_of_descriptors_is_no_resource_then_recovers)
         closedir(d);
     }
     struct rlimit low = saved;
-    low.rlim_cur = static_cast<rlim_t>(highest) + 1;
+    low.rlim_cur = static_cast<rlim_t>(highest) + 3;
     ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
     std::vector<int> fillers;
     for (int fd; (fd = dup(0)) >= 0;) {
         fillers.push_back(fd);
     }
     const int dup_errno = errno;
-    for (int i = 0; i < 2 && !fillers.empty(); ++i) {
+    if (fillers.size() < 2) {
+        for (int f : fillers) {
+            close(f);
+        }
+        setrlimit(RLIMIT_NOFILE, &saved);
+        FAIL() << "only " << fillers.size() << " descriptors to give back under limit "
+               << low.rlim_cur << " (highest in use " << highest << ")";
+    }
+    for (int i = 0; i < 2; ++i) {
         close(fillers.back());
         fillers.pop_back();
     }
