@@ -100,7 +100,6 @@ struct Agent::Client {
     SharedHeader *hdr = nullptr;
     void *mr_map = nullptr;        // the registration table, mapped read-only
     size_t mr_bytes = 0;
-    int notify_fd = -1;
     int doorbell_fd = -1;
     std::vector<QpContext *> qps;
     uint64_t attached_ns = 0;
@@ -542,9 +541,8 @@ void Agent::handle_attach(Client *c, const AttachRequest &req, const int *fds, u
     c->hdr = reinterpret_cast<SharedHeader *>(c->segment);
     c->mr_map = mrs;
     c->mr_bytes = mr_bytes;
-    c->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     c->doorbell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (c->notify_fd < 0 || c->doorbell_fd < 0 ||
+    if (c->doorbell_fd < 0 ||
         !epoll_add(epoll_fd_, c->pidfd, event_data(kEvPidfd, c->slot, c->id)) ||
         !epoll_add(epoll_fd_, c->doorbell_fd, event_data(kEvDoorbell, c->slot, c->id))) {
         refuse_attach(c, SRCNIC_ERR_IO_ERROR, std::string("eventfd/epoll: ") + std::strerror(errno));
@@ -571,8 +569,7 @@ void Agent::handle_attach(Client *c, const AttachRequest &req, const int *fds, u
     r.max_msg = engine->nic->max_msg();
     r.client_id = c->id;
     r.agent_pid = static_cast<uint32_t>(getpid());
-    const int out[2] = {c->notify_fd, c->doorbell_fd};
-    reply(c, &r, sizeof(r), out, 2);
+    reply(c, &r, sizeof(r), &c->doorbell_fd, 1);
     SRCNIC_LOG_INFO("client %u: process %d (user %u) attached to %s", c->id, static_cast<int>(c->pid),
                     static_cast<unsigned>(c->uid), engine->address.c_str());
 }
@@ -737,6 +734,13 @@ void Agent::handle_message(Client *c)
         reply(c, &r, sizeof(r));
         return;
     }
+    case MsgType::kWakeMe: {
+        if (!expect(sizeof(MsgHeader))) {
+            return;
+        }
+        send_wake(c);
+        return;
+    }
     case MsgType::kStats: {
         if (!expect(sizeof(MsgHeader))) {
             return;
@@ -794,12 +798,20 @@ void Agent::notify_clients(Engine &e)
         o->notify_pending = false;
         Client *c = static_cast<Client *>(o->user);
         if (c->hdr->client_armed.exchange(0, std::memory_order_relaxed) != 0) {
-            const uint64_t one = 1;
-            ssize_t r = write(c->notify_fd, &one, sizeof(one));
-            (void)r;
+            send_wake(c);
         }
     }
     owners.clear();
+}
+
+void Agent::send_wake(Client *c)
+{
+    // Never blocks: the socket is non-blocking, and a full one already holds a wake-up.
+    MsgHeader wake = {};
+    wake.type = static_cast<uint32_t>(MsgType::kWake);
+    wake.length = sizeof(wake);
+    ssize_t r = send(c->sock, &wake, sizeof(wake), MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)r;
 }
 
 void Agent::check_faults()
@@ -839,7 +851,7 @@ void Agent::drop_client(Client *c, const char *why)
             epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
         }
     }
-    for (int fd : {c->sock, c->pidfd, c->doorbell_fd, c->notify_fd}) {
+    for (int fd : {c->sock, c->pidfd, c->doorbell_fd}) {
         if (fd >= 0) {
             close(fd);
         }

@@ -75,6 +75,8 @@ private:
     void refuse_attach(Client *c, srcnic_status_t status, const std::string &why);
     void reply(Client *c, const void *msg, size_t len, const int *fds = nullptr, unsigned nfds = 0);
     void notify_clients(Engine &e);
+    // A kWake message to the process: its event fd, the control socket, polls readable.
+    void send_wake(Client *c);
     void check_faults();
     void drop_client(Client *c, const char *why);
     Client *client_by_event(uint64_t data) const;

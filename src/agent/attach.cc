@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -137,27 +136,16 @@ srcnic_status_t AttachedNic::attach(const srcnic_attach_config_t &config,
         *why = reply.error;
         return static_cast<srcnic_status_t>(reply.hdr.status);
     }
-    if (nfds != 2) {
+    if (nfds != 1) {
         close_fds(rfds, nfds);
-        *why = "the agent's answer lacks its eventfds";
+        *why = "the agent's answer lacks its doorbell eventfd";
         return SRCNIC_ERR_IO_ERROR;
     }
-    nic->notify_fd_ = rfds[0];
-    nic->doorbell_fd_ = rfds[1];
+    nic->doorbell_fd_ = rfds[0];
     nic->addr_ = reply.addr;
     nic->max_msg_ = reply.max_msg;
     nic->agent_pid_ = static_cast<pid_t>(reply.agent_pid);
 
-    nic->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event ev = {};
-    ev.events = EPOLLIN;
-    if (nic->epoll_fd_ < 0 || epoll_ctl(nic->epoll_fd_, EPOLL_CTL_ADD, nic->notify_fd_, &ev) != 0 ||
-        epoll_ctl(nic->epoll_fd_, EPOLL_CTL_ADD, nic->sock_, &ev) != 0) {
-        *why = std::string("epoll: ") + std::strerror(errno);
-        return SRCNIC_ERR_IO_ERROR;
-    }
-    const int flags = fcntl(nic->notify_fd_, F_GETFL);
-    fcntl(nic->notify_fd_, F_SETFL, flags | O_NONBLOCK);
     SRCNIC_LOG_DEBUG("attached to the agent on %s (pid %d) as client %u, engine incarnation %llx",
                      socket_name.c_str(), static_cast<int>(nic->agent_pid_), reply.client_id,
                      static_cast<unsigned long long>(nic->addr_.incarnation));
@@ -170,7 +158,7 @@ AttachedNic::~AttachedNic()
     for (Qp *qp : qps_) {
         delete qp;   // the agent drops its end when the socket closes
     }
-    for (int fd : {sock_, notify_fd_, doorbell_fd_, epoll_fd_}) {
+    for (int fd : {sock_, doorbell_fd_}) {
         if (fd >= 0) {
             close(fd);
         }
@@ -188,17 +176,52 @@ bool AttachedNic::call(const void *req, size_t len, MsgType reply_type, void *re
         return false;
     }
     if (send_msg(sock_, req, len)) {
-        int fds[kMaxFds];
-        unsigned nfds = 0;
-        const ssize_t n = recv_msg(sock_, reply, reply_len, fds, &nfds);
-        close_fds(fds, nfds);
-        if (n == static_cast<ssize_t>(reply_len) &&
-            static_cast<const MsgHeader *>(reply)->type == static_cast<uint32_t>(reply_type)) {
+        bool woken = false;
+        for (;;) {
+            int fds[kMaxFds];
+            unsigned nfds = 0;
+            const ssize_t n = recv_msg(sock_, reply, reply_len, fds, &nfds);
+            close_fds(fds, nfds);
+            const uint32_t type = static_cast<const MsgHeader *>(reply)->type;
+            if (n == static_cast<ssize_t>(sizeof(MsgHeader)) &&
+                type == static_cast<uint32_t>(MsgType::kWake)) {
+                woken = true;   // sent before the reply, which follows
+                continue;
+            }
+            if (n != static_cast<ssize_t>(reply_len) || type != static_cast<uint32_t>(reply_type)) {
+                break;
+            }
+            if (woken) {
+                // Someone may sleep on the socket for the wake-up read here: ask for it again.
+                MsgHeader again = {};
+                again.type = static_cast<uint32_t>(MsgType::kWakeMe);
+                again.length = sizeof(again);
+                if (!send_msg(sock_, &again, sizeof(again))) {
+                    break;
+                }
+            }
             return true;
         }
     }
     die();
     return false;
+}
+
+bool AttachedNic::drain_wakes() const
+{
+    for (;;) {
+        MsgHeader m;
+        int fds[kMaxFds];
+        unsigned nfds = 0;
+        const ssize_t n = recv_msg(sock_, &m, sizeof(m), fds, &nfds, MSG_DONTWAIT);
+        close_fds(fds, nfds);
+        if (n < 0) {
+            return errno == EAGAIN || errno == EWOULDBLOCK;
+        }
+        if (n != static_cast<ssize_t>(sizeof(m)) || m.type != static_cast<uint32_t>(MsgType::kWake)) {
+            return false;   // closed (0), or a message the agent never sends unasked
+        }
+    }
 }
 
 void AttachedNic::die() const
@@ -219,14 +242,16 @@ bool AttachedNic::check_alive()
     if (dead_) {
         return false;
     }
-    // The agent never writes unasked: anything readable on the socket is its end closing.
-    struct pollfd p = {sock_, POLLIN, 0};
-    if (poll(&p, 1, 0) != 0) {
+    // The agent's end closing is a hang-up. A wake-up waiting is left there: the socket is the
+    // event fd, so reading it here (from UCX's background progress, say) would lose a wake-up
+    // that an armed waiter sleeps on; arm() reads it.
+    struct pollfd p = {sock_, POLLIN | POLLRDHUP, 0};
+    if (poll(&p, 1, 0) != 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) {
         std::lock_guard<std::mutex> guard(lock_);
         die();
         return false;
     }
-    return true;
+    return !dead_;
 }
 
 void AttachedNic::doorbell()
@@ -283,8 +308,14 @@ srcnic_status_t AttachedNic::arm()
     if (!check_alive()) {
         return SRCNIC_ERR_BUSY;   // completions to poll
     }
-    uint64_t drained;
-    while (read(notify_fd_, &drained, sizeof(drained)) > 0) {
+    {
+        // The wake-ups of earlier arms, read before this one: a completion after it is on the
+        // rings, and wakes the socket again.
+        std::lock_guard<std::mutex> guard(lock_);
+        if (!drain_wakes()) {
+            die();
+            return SRCNIC_ERR_BUSY;   // completions to poll
+        }
     }
     hdr_->client_armed.store(1, std::memory_order_relaxed);
     // Pairs with the agent's fence between writing a completion and looking at client_armed.

@@ -34,7 +34,8 @@ public:
     size_t max_msg() const override { return max_msg_; }
     unsigned progress() override;
     unsigned transmit() override;
-    int event_fd() const override { return epoll_fd_; }
+    // The control socket: readable on a kWake message, and when the agent is gone.
+    int event_fd() const override { return sock_; }
     srcnic_status_t arm() override;
     srcnic_status_t qp_create(const srcnic_qp_config_t &config, Qp **qp_p) override;
     void qp_destroy(Qp *qp) override;
@@ -66,6 +67,9 @@ private:
     // The agent is gone: complete everything outstanding with an error.
     void die() const;
     bool check_alive();
+    // Reads the kWake messages waiting on the socket, under lock_; false if the agent closed it
+    // (or sent what it never sends unasked).
+    bool drain_wakes() const;
     // Arena of the shared segment: offsets from the segment's start; 0 = none left.
     uint64_t arena_alloc(size_t size, size_t align);
     void arena_free(uint64_t off, size_t size);
@@ -75,10 +79,10 @@ private:
         return p >= b + kHeaderBytes && p < b + segment_bytes_;
     }
 
+    // Three descriptors per attached process: this socket (control, and the agent's wake-ups),
+    // the doorbell and the registration table (the memory regions' memfd).
     int sock_ = -1;
-    int notify_fd_ = -1;      // the agent writes it when a completion arrives while armed
     int doorbell_fd_ = -1;    // written to wake the agent
-    int epoll_fd_ = -1;       // notify_fd_ and sock_ (a dead agent wakes a waiter too)
     void *segment_ = nullptr; // header page + arena, shared with the agent
     size_t segment_bytes_ = 0;
     SharedHeader *hdr_ = nullptr;

@@ -24,7 +24,7 @@
 namespace srcnic {
 namespace agent {
 
-constexpr uint32_t kProtoVersion = 1;
+constexpr uint32_t kProtoVersion = 2;
 // The default socket: abstract (a name in the network namespace, not a file), so every node of
 // a test bed of network namespaces has its own, and permissions are the agent's credential check.
 constexpr const char *kDefaultSocket = "@srcd";
@@ -39,8 +39,8 @@ struct SharedHeader {
     // 1 while the agent sleeps (in epoll): a process that posts work then writes its doorbell
     // eventfd. The agent sets it, then checks every ring once more, before it sleeps.
     alignas(64) std::atomic<uint32_t> agent_sleeping{0};
-    // 1 while the process waits for completions on its notify eventfd (its event fd armed): the
-    // agent clears it and writes the eventfd after it writes a completion.
+    // 1 while the process waits for completions (its event fd, the control socket, armed): the
+    // agent clears it and sends a kWake message after it writes a completion.
     alignas(64) std::atomic<uint32_t> client_armed{0};
     // 1 while more tasks want a CPU than the node has (processes busy-poll every CPU): a
     // process whose progress finds nothing to poll then yields its CPU, which the agent may need.
@@ -50,7 +50,7 @@ static_assert(sizeof(SharedHeader) <= kHeaderBytes, "the header fits its page");
 
 enum class MsgType : uint32_t {
     kAttach = 1,        // process -> agent: AttachRequest, fds [segment, registration table]
-    kAttachReply,       // AttachReply, fds [notify eventfd, doorbell eventfd]
+    kAttachReply,       // AttachReply, fds [doorbell eventfd]
     kQpCreate,          // QpCreateRequest
     kQpCreateReply,     // QpCreateReply
     kQpDestroy,         // QpDestroyRequest
@@ -65,6 +65,13 @@ enum class MsgType : uint32_t {
     kStatsReply,        // StatsReply
     kStatus,            // MsgHeader only (srcctl)
     kStatusReply,       // MsgHeader + JSON text (NUL-terminated)
+    // agent -> process, unasked: a completion was written while the process was armed. At most
+    // two are outstanding (the process re-arms only after it read the socket), so they never
+    // fill the socket.
+    kWake,              // MsgHeader only
+    // process -> agent, no reply but a kWake: a control call read a wake-up while it waited for
+    // its reply, so the socket, the process's event fd, must be made readable again.
+    kWakeMe,            // MsgHeader only
 };
 
 struct MsgHeader {

@@ -3,6 +3,7 @@
 // and agents that die, malformed ring entries, users and jobs kept apart, and leaks.
 #include "agent/agent_harness.h"
 #include "link/nic_harness.h"
+#include "open_fds.h"
 
 #include "qp/qp.h"
 
@@ -235,6 +236,60 @@ TEST_F(AgentTest, attach__unknown_engine_address_is_explained)
     char why[256] = "";
     EXPECT_EQ(SRCNIC_ERR_NO_DEVICE, srcnic_nic_attach(&c, &nic, why, sizeof(why)));
     EXPECT_NE(nullptr, std::strstr(why, "serves no engine on 127.0.0.2")) << why;
+}
+
+// An attached process holds three descriptors for the agent (the socket, the doorbell, its
+// registration table), and its event fd is the socket: armed, it polls readable when a
+// completion arrives, not after the wake-up was read and it armed again, still after a control
+// call read past the wake-up, and when the agent is gone (arm() then answers BUSY, never sleeps).
+TEST_F(AgentTest, events__three_descriptors_woken_on_the_socket)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    const size_t before = open_fds();
+    Attached a, b;
+    ASSERT_EQ("", a.open(config));
+    EXPECT_EQ(before + 3, open_fds()) << "the socket, the doorbell and the registration table";
+    ASSERT_EQ("", b.open(config));
+    EXPECT_EQ(before + 6, open_fds());
+    const int fd = srcnic_nic_event_fd(b.nic);
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(before + 6, open_fds()) << "the event fd is one the process already holds";
+    PeerInfo pb = b.info();
+    srcnic_dest_t dest;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &pb.addr, pb.qpn, &dest));
+    auto readable = [fd](int ms) {
+        struct pollfd p = {fd, POLLIN, 0};
+        return ::poll(&p, 1, ms) == 1;
+    };
+    uint8_t out = 0, in = 0;
+    for (uint64_t round = 1; round <= 3; ++round) {
+        srcnic_recv_wqe_t r = {round, reinterpret_cast<uint64_t>(&in), 1, 0};
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(b.qp, &r));
+        const uint64_t start = now_ns();
+        while (srcnic_nic_arm(b.nic) != SRCNIC_OK) {
+            ASSERT_LT(seconds_since(start), kWait) << "arm() stayed BUSY";
+            srcnic_nic_progress(b.nic);
+        }
+        EXPECT_FALSE(readable(0)) << "round " << round << ": armed with nothing to wake for";
+        out = static_cast<uint8_t>(round);
+        srcnic_status_t s;
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_SEND, dest, round, &out, 1), &s));
+        ASSERT_EQ(SRCNIC_OK, s);
+        EXPECT_TRUE(readable(static_cast<int>(kWait * 1000))) << "round " << round << ": not woken";
+        if (round == 2) {
+            // A control call reads the socket past the wake-up: the fd is readable again after.
+            EXPECT_LE(1u, srcnic_nic_counter(b.nic, SRCNIC_CNT_RX_PACKETS));
+            EXPECT_TRUE(readable(static_cast<int>(kWait * 1000))) << "a control call took the wake-up";
+        }
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(b.poll(&cqe));
+        EXPECT_EQ(round, cqe.wr_id);
+        EXPECT_EQ(SRCNIC_OK, cqe.status);
+        EXPECT_EQ(round, in);
+    }
+    ASSERT_TRUE(agent_.stop(SIGKILL));
+    EXPECT_TRUE(readable(static_cast<int>(kWait * 1000))) << "a waiter wakes when the agent is gone";
+    EXPECT_EQ(SRCNIC_ERR_BUSY, srcnic_nic_arm(b.nic));
 }
 
 // Another process receives SENDs into posted buffers (half in its shared arena, half in its
