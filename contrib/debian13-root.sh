@@ -86,6 +86,12 @@ cleanup() {
             echo "debian13-root: could not unmount ${mounted[$i]}" >&2
     done
     mounted=()
+    # What commands in the root mounted there themselves (ip netns binds /run/netns and the
+    # namespaces in it), deepest first.
+    local m
+    for m in $(awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
+        umount "$m" 2>/dev/null || umount -l "$m" || true
+    done
     if grep -q " $root/" /proc/mounts; then
         echo "debian13-root: still mounted under $root:" >&2
         grep " $root/" /proc/mounts >&2
