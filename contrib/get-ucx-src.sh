@@ -18,7 +18,9 @@ version=$(pkg-config --modversion ucx 2>/dev/null) ||
     die "installed UCX not found by pkg-config: apt-get install libucx-dev"
 command -v dpkg-query >/dev/null ||
     die "not a Debian-based system: unpack the UCX $version source yourself and pass --with-ucx-src=DIR"
-debver=$(dpkg-query -W -f='${Version}' libucx0 2>/dev/null || true)
+# The source package's version: a binary-only rebuild (Debian 13's 1.18.1+ds-2+b1) has none of
+# its own.
+debver=$(dpkg-query -W -f='${source:Version}' libucx0 2>/dev/null || true)
 [ -n "$debver" ] || die "package libucx0 is not installed: apt-get install libucx-dev"
 
 tree="$dest/ucx-$version"

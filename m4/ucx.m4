@@ -67,9 +67,19 @@ UCX $UCX_VERSION: contrib/get-ucx-src.sh fetches it, then pass --with-ucx-src=DI
     AC_MSG_RESULT([$ucx_log_level])
     UCX_ABI_CPPFLAGS="$UCX_ABI_CPPFLAGS -DUCS_MAX_LOG_LEVEL=$ucx_log_level"
 
+    SRC_UCX_INTERFACE_CHECKS
+
     AC_ARG_WITH([ucx-module-dir],
         AS_HELP_STRING([--with-ucx-module-dir=DIR], [where to install libuct_src.so (default: LIBDIR/ucx)]),
         [ucxmoduledir=$withval], [ucxmoduledir='${libdir}/ucx'])
+
+    # The version the module is built for: it refuses to register in a UCX of another minor
+    # version (uct_src/compat.h).
+    ucx_major=`echo "$UCX_VERSION" | cut -d. -f1`
+    ucx_minor=`echo "$UCX_VERSION" | cut -d. -f2`
+    AC_DEFINE_UNQUOTED([UCT_SRC_UCX_MAJOR], [$ucx_major], [Major version of the UCX the module is built for])
+    AC_DEFINE_UNQUOTED([UCT_SRC_UCX_MINOR], [$ucx_minor], [Minor version of the UCX the module is built for])
+    AC_DEFINE_UNQUOTED([UCT_SRC_UCX_VERSION], ["$UCX_VERSION"], [Version of the UCX the module is built for])
 
     AC_SUBST([UCX_VERSION])
     AC_SUBST([UCX_LIBDIR])
@@ -77,4 +87,85 @@ UCX $UCX_VERSION: contrib/get-ucx-src.sh fetches it, then pass --with-ucx-src=DI
     AC_SUBST([UCX_ABI_CPPFLAGS])
     AC_SUBST([UCX_UCT_LIBS])
     AC_SUBST([ucxmoduledir])
+])
+
+
+# SRC_UCX_FEATURE(NAME, TEST, DESCRIPTION): defines UCT_SRC_HAVE_NAME to 1 if TEST (C statements
+# after UCX's internal uct/ucs headers) compiles against the UCX source tree, else to 0.
+AC_DEFUN([SRC_UCX_FEATURE], [
+    AC_MSG_CHECKING([UCX: $3])
+    AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[
+#include <uct/base/uct_iface.h>
+#include <uct/base/uct_md.h>
+#include <uct/base/uct_component.h>
+#include <uct/api/v2/uct_v2.h>
+#include <ucs/datastruct/callbackq.h>
+#include <ucs/datastruct/mpool.h>
+]], [[$2]])],
+        [AC_MSG_RESULT([yes]); ucx_feature=1],
+        [AC_MSG_RESULT([no]); ucx_feature=0])
+    AC_DEFINE_UNQUOTED([UCT_SRC_HAVE_$1], [$ucx_feature], [UCX: $3])
+])
+
+# SRC_UCX_INTERFACE_CHECKS: which of UCX's internal interfaces the UCX source tree has, for
+# uct_src/compat.h: each one that differs between UCX 1.13 and 1.18 and that the transport uses,
+# tested by its exact type, so that a version in between gets what it has.
+AC_DEFUN([SRC_UCX_INTERFACE_CHECKS], [
+    AC_LANG_PUSH([C])
+    ucx_save_CPPFLAGS=$CPPFLAGS
+    CPPFLAGS="$CPPFLAGS -I$UCX_SRC_DIR/src $UCX_ABI_CPPFLAGS"
+    AC_MSG_CHECKING([whether UCX's internal headers compile])
+    AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <uct/base/uct_iface.h>]], [[return 0;]])],
+        [AC_MSG_RESULT([yes])],
+        [AC_MSG_RESULT([no])
+         AC_MSG_ERROR([UCX's internal headers in '$UCX_SRC_DIR/src' do not compile here; see config.log])])
+    SRC_UCX_FEATURE([MD_QUERY_V2],
+        [_Static_assert(__builtin_types_compatible_p(uct_md_query_func_t,
+                             ucs_status_t (*)(uct_md_h, uct_md_attr_v2_t*)), "");],
+        [md query fills uct_md_attr_v2_t])
+    SRC_UCX_FEATURE([MEM_REG_PARAMS],
+        [_Static_assert(__builtin_types_compatible_p(uct_md_mem_reg_func_t,
+                             ucs_status_t (*)(uct_md_h, void*, size_t,
+                                              const uct_md_mem_reg_params_t*, uct_mem_h*)), "");],
+        [mem_reg takes uct_md_mem_reg_params_t])
+    SRC_UCX_FEATURE([MKEY_PACK_ADDRESS],
+        [_Static_assert(__builtin_types_compatible_p(uct_md_mkey_pack_func_t,
+                             ucs_status_t (*)(uct_md_h, uct_mem_h, void*, size_t,
+                                              const uct_md_mkey_pack_params_t*, void*)), "");],
+        [mkey_pack takes the address and length])
+    SRC_UCX_FEATURE([MD_MEM_ATTACH],
+        [uct_md_ops_t ops = {.mem_attach = NULL}; (void)ops;],
+        [md ops have mem_attach])
+    SRC_UCX_FEATURE([MD_IS_SOCKADDR_ACCESSIBLE],
+        [uct_md_ops_t ops = {.is_sockaddr_accessible = NULL}; (void)ops;],
+        [md ops have is_sockaddr_accessible])
+    SRC_UCX_FEATURE([MD_FLAG_INVALIDATE_RMA],
+        [uint64_t f = UCT_MD_FLAG_INVALIDATE_RMA; (void)f;],
+        [UCT_MD_FLAG_INVALIDATE_RMA])
+    SRC_UCX_FEATURE([RKEY_COMPARE],
+        [uct_component_t c = {.rkey_compare = uct_base_rkey_compare}; (void)c;],
+        [components compare remote keys])
+    SRC_UCX_FEATURE([IS_REACHABLE_V2],
+        [uct_iface_internal_ops_t ops = {.iface_is_reachable_v2 = NULL}; (void)ops;],
+        [iface_is_reachable_v2])
+    SRC_UCX_FEATURE([EP_CONNECT_TO_EP_V2],
+        [uct_iface_internal_ops_t ops = {.ep_connect_to_ep_v2 = NULL}; (void)ops;],
+        [ep_connect_to_ep_v2])
+    SRC_UCX_FEATURE([EP_IS_CONNECTED],
+        [uct_iface_internal_ops_t ops = {.ep_is_connected = NULL}; (void)ops;],
+        [ep_is_connected])
+    SRC_UCX_FEATURE([LOCAL_IS_REACHABLE_PARAMS],
+        [_Static_assert(__builtin_types_compatible_p(__typeof__(&uct_iface_local_is_reachable),
+                             int (*)(uct_iface_local_addr_ns_t*, ucs_sys_namespace_type_t,
+                                     const uct_iface_is_reachable_params_t*)), "");],
+        [uct_iface_local_is_reachable reports why])
+    SRC_UCX_FEATURE([MPOOL_PARAMS],
+        [ucs_mpool_params_t p; ucs_mpool_params_reset(&p);],
+        [memory pools take ucs_mpool_params_t])
+    SRC_UCX_FEATURE([CALLBACKQ_ONESHOT],
+        [void (*f)(ucs_callbackq_t*, ucs_callbackq_key_t, ucs_callback_t, void*) =
+             ucs_callbackq_add_oneshot; (void)f;],
+        [one-shot callbacks by key])
+    CPPFLAGS=$ucx_save_CPPFLAGS
+    AC_LANG_POP([C])
 ])

@@ -14,6 +14,8 @@
 #ifndef UCT_SRC_H
 #define UCT_SRC_H
 
+#include "compat.h"
+
 #include <srcnic/srcnic.h>
 
 #include <uct/base/uct_iface.h>
@@ -207,6 +209,9 @@ typedef struct uct_src_ep {
     int8_t                fail_status;   /* ucs_status_t once FAILED */
     int16_t               err_cb_id;     /* deferred error report, or -1 (UCS_CALLBACKQ_ID_NULL) */
     uint32_t              tag;           /* WQE tag of this ep's sends (nonzero) */
+    uint8_t               remote_ip[4];  /* the remote engine's address (network order), */
+    uint16_t              remote_port;   /* port (host order) */
+    uint64_t              remote_incarnation; /* and incarnation: what the ep connects to */
     ucs_arbiter_group_t   arb_group;     /* pending requests */
     ucs_list_link_t       outstanding;   /* sends posted and not completed, oldest first */
     union {
@@ -255,6 +260,9 @@ void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc
                                ucs_status_t status);
 /* Marks the ep failed and schedules the error report (once). */
 void uct_src_ep_set_failed(uct_src_ep_t *ep, ucs_status_t status);
+/* Whether the ep was created for the remote interface at these addresses. */
+int uct_src_ep_connected_to(uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
+                            const uct_iface_addr_t *iface_addr);
 /* Frees a destroyed ep still waiting for completions (iface close). */
 void uct_src_ep_free_lingering(uct_src_ep_t *ep);
 

@@ -24,6 +24,8 @@ struct uct_src_flush_req {
     uct_completion_t    *comp;
 };
 
+static unsigned uct_src_ep_report_error(void *arg);
+
 #define UCT_SRC_EP_IFACE(_ep) ucs_derived_of((_ep)->super.super.iface, uct_src_iface_t)
 
 /* Common checks of every send, under the async lock: a failed ep reports its failure, queued
@@ -78,6 +80,9 @@ static UCS_CLASS_INIT_FUNC(uct_src_ep_t, const uct_ep_params_t *params)
     remote.incarnation = iface_addr->incarnation;
     remote.secret      = iface_addr->secret;
     memcpy(remote.ip, dev_addr->ip, sizeof(dev_addr->ip));
+    memcpy(self->remote_ip, dev_addr->ip, sizeof(self->remote_ip));
+    self->remote_port        = iface_addr->port;
+    self->remote_incarnation = iface_addr->incarnation;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     status = srcnic_dest_create(iface->nic, &remote, iface_addr->qpn, &self->dest);
@@ -127,8 +132,8 @@ void UCS_CLASS_DELETE_FUNC_NAME(uct_src_ep_t)(uct_ep_t *tl_ep)
     ucs_assertv(ucs_arbiter_group_is_empty(&ep->arb_group),
                 "src: ep %p destroyed with pending requests", ep);
     if (ep->err_cb_id != UCS_CALLBACKQ_ID_NULL) {
-        ucs_callbackq_remove_safe(&iface->super.worker->super.progress_q, ep->err_cb_id);
-        ep->err_cb_id = UCS_CALLBACKQ_ID_NULL;
+        uct_src_oneshot_remove(&iface->super.worker->super.progress_q, ep,
+                               uct_src_ep_report_error, &ep->err_cb_id);
     }
     /* Every outstanding operation completes, CANCELED, before destroy returns. */
     if (ep->tx_completed != ep->tx_posted) {
@@ -154,6 +159,20 @@ void UCS_CLASS_DELETE_FUNC_NAME(uct_src_ep_t)(uct_ep_t *tl_ep)
         ucs_list_add_tail(&iface->linger_eps, &ep->linger_elem);
     }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+}
+
+int uct_src_ep_connected_to(uct_ep_h tl_ep, const uct_device_addr_t *dev_addr,
+                            const uct_iface_addr_t *iface_addr)
+{
+    uct_src_ep_t *ep                        = ucs_derived_of(tl_ep, uct_src_ep_t);
+    const uct_src_device_addr_t *remote_dev = (const uct_src_device_addr_t*)dev_addr;
+    const uct_src_iface_addr_t *remote      = (const uct_src_iface_addr_t*)iface_addr;
+
+    /* The engine at (address, port) in this incarnation, and its QP: what the ep was made for. */
+    return (remote_dev->family == AF_INET) &&
+           !memcmp(ep->remote_ip, remote_dev->ip, sizeof(ep->remote_ip)) &&
+           (ep->remote_port == remote->port) && (ep->dest.qpn == remote->qpn) &&
+           (ep->remote_incarnation == remote->incarnation);
 }
 
 void uct_src_ep_free_lingering(uct_src_ep_t *ep)
@@ -192,9 +211,8 @@ void uct_src_ep_set_failed(uct_src_ep_t *ep, ucs_status_t status)
     }
     ep->fail_status = status;
     ucs_debug("src: ep %p failed: %s", ep, ucs_status_string(status));
-    ep->err_cb_id = ucs_callbackq_add_safe(&iface->super.worker->super.progress_q,
-                                           uct_src_ep_report_error, ep,
-                                           UCS_CALLBACKQ_FLAG_ONESHOT);
+    uct_src_oneshot_add(&iface->super.worker->super.progress_q, ep, uct_src_ep_report_error,
+                        &ep->err_cb_id);
 }
 
 static int uct_src_status_is_peer_failure(ucs_status_t status)

@@ -314,26 +314,55 @@ static ucs_status_t uct_src_iface_get_address(uct_iface_h tl_iface, uct_iface_ad
     return UCS_OK;
 }
 
-static int uct_src_iface_is_reachable(const uct_iface_h tl_iface,
-                                      const uct_device_addr_t *dev_addr,
-                                      const uct_iface_addr_t *iface_addr)
+/* Why an address is not reachable, for UCX's diagnostics (when it asks). */
+static int uct_src_unreachable(const uct_src_reach_query_t *q, const char *why)
 {
-    uct_src_iface_t *iface                = ucs_derived_of(tl_iface, uct_src_iface_t);
-    const uct_src_device_addr_t *remote   = (const uct_src_device_addr_t*)dev_addr;
+    if (q->info != NULL) {
+        ucs_strncpy_zero(q->info, why, q->info_len);
+    }
+    return 0;
+}
+
+static int uct_src_iface_reachable(const uct_iface_h tl_iface, const uct_src_reach_query_t *q)
+{
+    uct_src_iface_t *iface              = ucs_derived_of(tl_iface, uct_src_iface_t);
+    const uct_src_device_addr_t *remote = (const uct_src_device_addr_t*)q->dev_addr;
+    uct_src_device_addr_t own;
     uct_iface_local_addr_ns_t local;
 
-    if ((remote == NULL) || (iface_addr == NULL) || (remote->family != AF_INET)) {
-        return 0;
+    if ((remote == NULL) || (!q->device_scope && (q->iface_addr == NULL))) {
+        return uct_src_unreachable(q, "no src device or interface address");
+    }
+    if (((q->dev_addr_len != 0) && (q->dev_addr_len < sizeof(*remote))) ||
+        ((q->iface_addr_len != 0) && (q->iface_addr_len < sizeof(uct_src_iface_addr_t)))) {
+        return uct_src_unreachable(q, "address shorter than a src address");
+    }
+    if (remote->family != AF_INET) {
+        return uct_src_unreachable(q, "not an IPv4 src address");
     }
     if (!!(remote->flags & UCT_SRC_DEV_ADDR_FLAG_LOOPBACK) != !!iface->is_loopback) {
-        return 0; /* loopback only talks to loopback, and never across hosts */
+        /* loopback only talks to loopback, and never across hosts */
+        return uct_src_unreachable(q, iface->is_loopback ? "loopback to a network address" :
+                                                          "network address to loopback");
     }
     if (iface->is_loopback) {
         local = remote->local;
-        return uct_iface_local_is_reachable(&local, UCS_SYS_NS_TYPE_NET);
+        if (!uct_src_local_is_reachable(&local)) {
+            return uct_src_unreachable(q, "loopback of another host or network namespace");
+        }
+    }
+    if (q->device_scope) {
+        /* This very device: the same address (and, on loopback, host and namespace). */
+        uct_src_iface_get_device_address(tl_iface, (uct_device_addr_t*)&own);
+        if (memcmp(&own, remote, sizeof(own))) {
+            return uct_src_unreachable(q, "another src device");
+        }
     }
     return 1; /* routing decides; an unreachable peer surfaces as ENDPOINT_TIMEOUT */
 }
+
+UCT_SRC_IFACE_IS_REACHABLE_FUNCS(uct_src_iface_reachable)
+UCT_SRC_EP_IS_CONNECTED_FUNC(uct_src_ep_connected_to)
 
 /* Receive element: [uct_recv_desc_t* | UCP headroom | payload (seg_size)]; UCP's desc is the
  * headroom's start, and uct_recv_desc() reads the pointer just before it. */
@@ -866,7 +895,7 @@ engine_ready:
     /* Receive buffers: those posted and those UCP keeps, unlimited by default (as UCX's own
      * transports): a cap can leave a receiver unable to take the message that would let it
      * release what UCP keeps. */
-    status = ucs_mpool_init(&self->rx_mp, sizeof(self), payload_offset + self->seg_size, align_offset,
+    status = uct_src_mpool_init(&self->rx_mp, sizeof(self), payload_offset + self->seg_size, align_offset,
                             align, 64,
                             (config->rx_max_bufs < 0) ? UINT_MAX : (unsigned)config->rx_max_bufs,
                             uct_src_iface_mpool_ops(self), "src_rx_desc");
@@ -874,7 +903,7 @@ engine_ready:
         goto err_cleanup_arbiter;
     }
     *(uct_src_iface_t**)ucs_mpool_priv(&self->rx_mp) = self;
-    status = ucs_mpool_init(&self->tx_mp, sizeof(self), sizeof(uct_src_send_desc_t) + self->seg_size,
+    status = uct_src_mpool_init(&self->tx_mp, sizeof(self), sizeof(uct_src_send_desc_t) + self->seg_size,
                             sizeof(uct_src_send_desc_t), UCS_SYS_CACHE_LINE_SIZE, 64,
                             self->tx_max, uct_src_iface_mpool_ops(self), "src_tx_desc");
     if (status != UCS_OK) {
@@ -885,7 +914,7 @@ engine_ready:
      * header: taking theirs from tx_mp made a job's first message fault in a chunk of 64
      * buffers (1 MB with 16 KiB fragments) on its way out. Both pools are bounded together
      * by tx_max (uct_src_iface_has_tx_resources). */
-    status = ucs_mpool_init(&self->tx_small_mp, sizeof(self),
+    status = uct_src_mpool_init(&self->tx_small_mp, sizeof(self),
                             sizeof(uct_src_send_desc_t) + SRCNIC_WQE_INLINE_MAX,
                             sizeof(uct_src_send_desc_t), UCS_SYS_CACHE_LINE_SIZE, 64,
                             self->tx_max, uct_src_iface_mpool_ops(self), "src_tx_small_desc");
@@ -1036,10 +1065,32 @@ static uct_iface_internal_ops_t uct_src_iface_internal_ops = {
     .iface_estimate_perf = uct_src_iface_estimate_perf,
     .iface_vfs_refresh   = (uct_iface_vfs_refresh_func_t)ucs_empty_function,
     .ep_query            = (uct_ep_query_func_t)ucs_empty_function_return_unsupported,
-    .ep_invalidate       = uct_src_ep_invalidate
+    .ep_invalidate       = uct_src_ep_invalidate,
+    UCT_SRC_IFACE_INTERNAL_OPS_VERSIONED
 };
 
 UCT_TL_DEFINE_ENTRY(&uct_src_component, src, uct_src_query_devices, uct_src_iface_t,
                     UCT_SRC_CONFIG_PREFIX, uct_src_iface_config_table, uct_src_iface_config_t);
 
-UCT_SINGLE_TL_INIT(&uct_src_component, src, ctor, , )
+/* Registration, as UCT_SINGLE_TL_INIT would, unless the UCX this process runs is of another
+ * minor version than the one the module was built for (compat.h). */
+static int uct_src_registered;
+
+static void UCS_F_CTOR uct_src_init(void)
+{
+    if (!uct_src_ucx_version_matches()) {
+        return;
+    }
+    uct_component_register(&uct_src_component);
+    uct_tl_register(&uct_src_component, &UCT_TL_NAME(src));
+    uct_src_registered = 1;
+}
+
+static void UCS_F_DTOR uct_src_cleanup(void)
+{
+    if (!uct_src_registered) {
+        return;
+    }
+    uct_tl_unregister(&UCT_TL_NAME(src));
+    uct_component_unregister(&uct_src_component);
+}

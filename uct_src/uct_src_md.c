@@ -35,22 +35,23 @@ static ucs_config_field_t uct_src_md_config_table[] = {
 };
 
 
-static ucs_status_t uct_src_md_query(uct_md_h md, uct_md_attr_t *attr)
+static ucs_status_t uct_src_md_caps(uct_md_h md, uct_src_md_caps_t *caps)
 {
-    attr->cap.flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
-                                 UCT_MD_FLAG_INVALIDATE;
-    attr->cap.reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.alloc_mem_types  = 0;
-    attr->cap.access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
-    attr->cap.detect_mem_types = 0;
-    attr->cap.max_alloc        = 0;
-    attr->cap.max_reg          = ULONG_MAX;
-    attr->rkey_packed_size     = sizeof(uint64_t);
+    caps->flags            = UCT_MD_FLAG_REG | UCT_MD_FLAG_NEED_RKEY |
+                             UCT_SRC_MD_FLAG_INVALIDATE;
+    caps->reg_mem_types    = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    caps->access_mem_types = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    /* A registration stays valid as long as it is not deregistered (it pins nothing): UCP may
+     * cache it (UCX 1.18's zero-copy protocols require it). */
+    caps->cache_mem_types  = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+    caps->max_reg          = ULONG_MAX;
+    caps->rkey_packed_size = sizeof(uint64_t);
     /* A table insert under a lock: no pinning, no page walk (measured well under 1 us). */
-    attr->reg_cost             = ucs_linear_func_make(0.3e-6, 0);
-    memset(&attr->local_cpus, 0xff, sizeof(attr->local_cpus));
+    caps->reg_cost         = ucs_linear_func_make(0.3e-6, 0);
     return UCS_OK;
 }
+
+UCT_SRC_MD_QUERY_FUNC(uct_src_md_query, uct_src_md_caps)
 
 /* Registrations of one (address, length): invalidation completes when the last is gone. */
 struct uct_src_region {
@@ -63,8 +64,8 @@ struct uct_src_region {
 KHASH_IMPL(uct_src_regions, uct_src_region_key_t, uct_src_region_t*, 1,
            uct_src_region_key_hash, uct_src_region_key_equal)
 
-static ucs_status_t uct_src_mem_reg(uct_md_h tl_md, void *address, size_t length,
-                                    unsigned flags, uct_mem_h *memh_p)
+static ucs_status_t uct_src_mem_reg_impl(uct_md_h tl_md, void *address, size_t length,
+                                         uint64_t flags, uct_mem_h *memh_p)
 {
     uct_src_md_t *md = ucs_derived_of(tl_md, uct_src_md_t);
     srcnic_mr_t *mr;
@@ -122,6 +123,8 @@ static ucs_status_t uct_src_mem_reg(uct_md_h tl_md, void *address, size_t length
     *memh_p     = mem;
     return UCS_OK;
 }
+
+UCT_SRC_MD_MEM_REG_FUNC(uct_src_mem_reg, uct_src_mem_reg_impl)
 
 /* Invalidation: after the keys of a range died, waits until no engine serving this md can still
  * touch it. Each engine checks the key again before every packet that reads or writes memory;
@@ -189,15 +192,15 @@ static ucs_status_t uct_src_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_par
     return UCS_OK;
 }
 
-static ucs_status_t uct_src_mkey_pack(uct_md_h md, uct_mem_h memh,
-                                      const uct_md_mkey_pack_params_t *params,
-                                      void *rkey_buffer)
+static ucs_status_t uct_src_mkey_pack_impl(uct_md_h md, uct_mem_h memh, void *rkey_buffer)
 {
     uint64_t rkey = srcnic_mr_rkey(((uct_src_mem_t*)memh)->mr);
 
     memcpy(rkey_buffer, &rkey, sizeof(rkey)); /* UCP packs it at any alignment */
     return UCS_OK;
 }
+
+UCT_SRC_MD_MKEY_PACK_FUNC(uct_src_mkey_pack, uct_src_mkey_pack_impl)
 
 static void uct_src_md_close(uct_md_h tl_md)
 {
@@ -227,8 +230,8 @@ static uct_md_ops_t uct_src_md_ops = {
     .mem_dereg          = uct_src_mem_dereg,
     .mem_query          = (uct_md_mem_query_func_t)ucs_empty_function_return_unsupported,
     .mkey_pack          = uct_src_mkey_pack,
-    .is_sockaddr_accessible = (uct_md_is_sockaddr_accessible_func_t)ucs_empty_function_return_zero_int,
-    .detect_memory_type = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported
+    .detect_memory_type = (uct_md_detect_memory_type_func_t)ucs_empty_function_return_unsupported,
+    UCT_SRC_MD_OPS_VERSIONED
 };
 
 static ucs_status_t uct_src_md_open(uct_component_t *component, const char *md_name,
@@ -322,6 +325,7 @@ uct_component_t uct_src_component = {
     .rkey_unpack        = uct_src_rkey_unpack,
     .rkey_ptr           = (uct_component_rkey_ptr_func_t)ucs_empty_function_return_unsupported,
     .rkey_release       = (uct_component_rkey_release_func_t)ucs_empty_function_return_success,
+    UCT_SRC_COMPONENT_OPS_VERSIONED
     .name               = UCT_SRC_NAME,
     .md_config          = {
         .name           = "SRC memory domain",

@@ -120,8 +120,8 @@ TEST_F(UctSrc, md_query__registration_rkeys_and_invalidation)
     ASSERT_EQ(UCS_OK, uct_md_query(md_a_, &attr));
     EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_REG);
     EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_NEED_RKEY);
-    EXPECT_TRUE(attr.cap.flags & UCT_MD_FLAG_INVALIDATE)
-        << "RMA_BW lanes with peer error handling need INVALIDATE";
+    EXPECT_TRUE(uct_src_test_md_invalidates_rma(md_a_))
+        << "RMA_BW lanes with peer error handling need RMA invalidation";
     EXPECT_TRUE(attr.cap.reg_mem_types & UCS_BIT(UCS_MEMORY_TYPE_HOST));
     EXPECT_GT(attr.rkey_packed_size, 0u);
 }
@@ -372,11 +372,13 @@ TEST_F(UctSrc, ep_fence__returns_ok)
 }
 
 // A growing endpoint is a scalability regression: every process holds one per peer and lane.
+// 104: 88 until the endpoint kept the remote engine's address, port and incarnation, with which
+// it answers UCX's ep_is_connected (UCX 1.16 and later) exactly.
 TEST(UctSrcSize, ep_size__endpoint_stays_small)
 {
     const size_t size = uct_src_test_ep_size();
     ::testing::Test::RecordProperty("sizeof_uct_src_ep_t", std::to_string(size));
-    EXPECT_LE(size, 96u) << "sizeof(uct_src_ep_t) grew to " << size << " bytes";
+    EXPECT_LE(size, 104u) << "sizeof(uct_src_ep_t) grew to " << size << " bytes";
 }
 
 }  // namespace

@@ -102,6 +102,16 @@ unsigned uct_src_test_num_connections(uct_iface_h tl_iface)
     return num;
 }
 
+int uct_src_test_md_invalidates_rma(uct_md_h md)
+{
+    uct_src_md_attr_t attr;
+
+    if (md->ops->query(md, &attr) != UCS_OK) {
+        return 0;
+    }
+    return !!(UCT_SRC_MD_ATTR_FLAGS(&attr) & UCT_SRC_MD_FLAG_INVALIDATE);
+}
+
 ucs_status_t uct_src_test_mem_dereg_invalidate(uct_md_h md, uct_mem_h memh,
                                                uct_completion_t *comp)
 {

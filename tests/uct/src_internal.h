@@ -46,6 +46,10 @@ unsigned long uct_src_test_am_dropped(uct_iface_h iface);
 /* Connections the iface's engine holds open. */
 unsigned uct_src_test_num_connections(uct_iface_h iface);
 
+/* Whether the md advertises invalidation of remote reads and writes, under the flag the UCX in
+ * use reads (UCT_MD_FLAG_INVALIDATE, or UCT_MD_FLAG_INVALIDATE_RMA of uct_md_query_v2). */
+int uct_src_test_md_invalidates_rma(uct_md_h md);
+
 /* uct_md_mem_dereg_v2() with UCT_MD_MEM_DEREG_FLAG_INVALIDATE and a completion. */
 ucs_status_t uct_src_test_mem_dereg_invalidate(uct_md_h md, uct_mem_h memh,
                                                uct_completion_t *comp);

@@ -225,8 +225,13 @@ void UctSrc::open_side(Side *side, uct_md_h md, const std::vector<ConfigKv> &con
     uct_iface_config_t *iface_config;
     ASSERT_EQ(UCS_OK, uct_md_iface_config_read(md, kTlName, nullptr, nullptr, &iface_config));
     for (const ConfigKv &kv : config) {
-        ASSERT_EQ(UCS_OK, uct_config_modify(iface_config, kv.first.c_str(), kv.second.c_str()))
-            << kv.first << "=" << kv.second;
+        // UCX 1.13 takes the bare name; later versions want it with the transport's prefix.
+        ucs_status_t status = uct_config_modify(iface_config, kv.first.c_str(), kv.second.c_str());
+        if (status == UCS_ERR_NO_ELEM) {
+            status = uct_config_modify(iface_config, ("SRC_" + kv.first).c_str(),
+                                       kv.second.c_str());
+        }
+        ASSERT_EQ(UCS_OK, status) << kv.first << "=" << kv.second;
     }
 
     uct_iface_params_t params{};
