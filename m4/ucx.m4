@@ -1,16 +1,46 @@
-# SRC_UCX_CHECK: find the installed UCX (pkg-config, 1.13 or newer), UCX's internal headers
-# (--with-ucx-src=DIR, the unpacked source tree of the same version), and the ABI-relevant
-# definitions the installed libraries were built with.
+# SRC_UCX_CHECK: find the installed UCX (pkg-config, 1.13 or newer; --with-ucx=PREFIX for one
+# installed elsewhere), UCX's internal headers (--with-ucx-src=DIR, the unpacked source tree of
+# the same version), and the ABI-relevant definitions the installed libraries were built with.
 #
 # Sets and substitutes: UCX_CFLAGS, UCX_LIBS, UCX_LIBDIR, UCX_VERSION, UCX_SRC_DIR,
 # UCX_ABI_CPPFLAGS, UCX_UCT_LIBS, ucxmoduledir.
 AC_DEFUN([SRC_UCX_CHECK], [
+    AC_ARG_WITH([ucx],
+        AS_HELP_STRING([--with-ucx=PREFIX],
+            [the UCX installed under PREFIX (a site's own build: Spack, a module system) instead
+             of the one pkg-config finds; its ucx.pc is looked for in PREFIX/lib/pkgconfig,
+             PREFIX/lib64/pkgconfig and PREFIX/lib/MULTIARCH/pkgconfig]),
+        [], [with_ucx=])
+    ucx_rpath=
+    AS_CASE(["$with_ucx"],
+        [""|yes], [],
+        [no], [AC_MSG_ERROR([--without-ucx: the transport is a UCX module and needs UCX])],
+        [ucx_pc_dir=
+         ucx_multiarch=`$CC -print-multiarch 2>/dev/null`
+         for ucx_dir in "$with_ucx/lib/pkgconfig" "$with_ucx/lib64/pkgconfig" \
+                        ${ucx_multiarch:+"$with_ucx/lib/$ucx_multiarch/pkgconfig"}; do
+             AS_IF([test -f "$ucx_dir/ucx.pc"], [ucx_pc_dir=$ucx_dir; break])
+         done
+         AC_MSG_CHECKING([for ucx.pc under $with_ucx])
+         AS_IF([test -n "$ucx_pc_dir"], [AC_MSG_RESULT([$ucx_pc_dir])],
+               [AC_MSG_RESULT([no])
+                AC_MSG_ERROR([--with-ucx=$with_ucx: no ucx.pc in lib/pkgconfig, lib64/pkgconfig or lib/${ucx_multiarch:-MULTIARCH}/pkgconfig under it.
+Pass the prefix UCX was installed to (the directory that holds its lib/ and include/; 'ucx_info -v'
+prints it as --prefix).])])
+         PKG_CONFIG_PATH="$ucx_pc_dir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+         export PKG_CONFIG_PATH
+         ucx_rpath=yes])
     PKG_CHECK_MODULES([UCX], [ucx >= 1.13], [],
         [AC_MSG_ERROR([installed UCX 1.13 or newer not found by pkg-config ($UCX_PKG_ERRORS).
 Install it (Debian/Ubuntu: apt-get install libucx-dev ucx-utils) or point PKG_CONFIG_PATH at its lib/pkgconfig.])])
     UCX_VERSION=`$PKG_CONFIG --modversion ucx`
     UCX_LIBDIR=`$PKG_CONFIG --variable=libdir ucx`
     UCX_UCT_LIBS="-L$UCX_LIBDIR -luct -lucs"
+    # A UCX outside the system's library path: programs and tests built here find it without
+    # LD_LIBRARY_PATH (the module is loaded by that UCX, which is already in the process).
+    AS_IF([test -n "$ucx_rpath"],
+          [UCX_LIBS="$UCX_LIBS -Wl,-rpath,$UCX_LIBDIR"
+           UCX_UCT_LIBS="$UCX_UCT_LIBS -Wl,-rpath,$UCX_LIBDIR"])
 
     AC_ARG_WITH([ucx-src],
         AS_HELP_STRING([--with-ucx-src=DIR],

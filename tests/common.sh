@@ -23,6 +23,20 @@ need_netns() {
 
 module="$top_builddir/uct_src/.libs/libuct_src.so"
 
+# linked_source_tree DIR: makes DIR a source tree of links to ours and prints its configure. A
+# tree configured in place (the README's "./configure && make && make check") refuses a second
+# configure elsewhere; the links leave out what that configure made.
+linked_source_tree() {
+    mkdir "$1"
+    for f in "$top_srcdir"/* "$top_srcdir"/.[!.]*; do
+        case "${f##*/}" in
+            config.status|config.log|config.h|Makefile|libtool|stamp-h1|_build|.git) ;;
+            *) [ -e "$f" ] && ln -s "$(cd "$(dirname "$f")" && pwd)/${f##*/}" "$1/" ;;
+        esac
+    done
+    echo "$1/configure"
+}
+
 # The preload list for the module: a sanitizer build needs its runtimes first.
 module_preload() {
     if [ -n "${SANITIZERS:-}" ]; then

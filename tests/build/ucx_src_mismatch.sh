@@ -12,17 +12,7 @@ sed -e 's/^define(\[ucx_ver_minor\], *[0-9]*)/define([ucx_ver_minor], 99)/' \
     "$ucx_src_dir/configure.ac" >"$scratch/ucx/configure.ac"
 fake_version=$(echo "$ucx_version" | sed 's/^\([0-9]*\)\.[0-9]*/\1.99/')
 
-# configure runs from a source tree of links to ours: a tree configured in place (the README's
-# "./configure && make && make check") refuses a second configure elsewhere, and the links
-# leave out what that configure made.
-mkdir "$scratch/src"
-for f in "$top_srcdir"/* "$top_srcdir"/.[!.]*; do
-    case "${f##*/}" in
-        config.status|config.log|config.h|Makefile|libtool|stamp-h1|_build|.git) ;;
-        *) [ -e "$f" ] && ln -s "$(cd "$(dirname "$f")" && pwd)/${f##*/}" "$scratch/src/" ;;
-    esac
-done
-configure="$scratch/src/configure"
+configure=$(linked_source_tree "$scratch/src")
 
 cd "$scratch/build"
 if run_bounded 120 "$configure" --with-ucx-src="$scratch/ucx" >out.txt 2>&1; then
