@@ -105,6 +105,15 @@
 // loop: the link remembers the socket that returned the latest datagram and when any other
 // last did, which tells that no other socket is active.
 //
+// Datagrams to itself. A datagram to the link's own address (a connection of an engine to
+// itself: every message between two processes attached to one node agent) does not go through
+// the kernel: tx_burst copies it into a ring of kUdpSelfQueue buffers and rx_burst returns it
+// from there before it polls the sockets (lending it where the slot may borrow), in order, with
+// the link's address as source. Two system calls and one copy less per datagram and per
+// acknowledgement. A full ring makes tx_burst stop there (it would block): the caller sends
+// the rest after its next rx_burst, as when a socket's buffer is full. The buffers are
+// allocated at the first such datagram, each as large as the largest it has held.
+//
 // Event fd. event_fd() is an epoll set that holds the sockets only between rx_notify(true) and
 // rx_notify(false): a socket in an epoll set costs the sender a wake-up callback per datagram
 // (0.3 µs per hop of a ping-pong here), which a link that is being polled does not need.
@@ -179,6 +188,9 @@ constexpr uint32_t kUdpGroMaxMtu = 32768;
 // payload: at most 65535 bytes).
 constexpr uint32_t kUdpGroBuffers = 8;
 constexpr uint32_t kUdpGroBufferSize = 65536;
+// Datagrams to the link's own address held between tx_burst and rx_burst (see "Datagrams to
+// itself").
+constexpr uint32_t kUdpSelfQueue = 32;
 
 struct UdpLinkConfig {
     LinkAddr bind_addr;      // local IPv4 or IPv6 address to bind, or the wildcard (0.0.0.0,
@@ -232,6 +244,10 @@ public:
     __attribute__((always_inline)) uint32_t rx_burst(RxDatagram *slots, uint32_t n) override
     {
         ++rx_calls_;
+        self_lent_ = 0;   // what the previous call lent is the caller's no longer
+        if (__builtin_expect(self_count_ != 0, 0)) {
+            return rx_self(slots, n);
+        }
         // A single busy socket (one peer, a ping-pong) whose last receive found at most one
         // datagram, no quiet socket due in this call: one datagram, as rx_from takes it.
         if (only_hot_due() && !(gro_ && socks_[rx_hot_].gro) && socks_[rx_hot_].single) {
@@ -250,7 +266,7 @@ public:
     // them holds a datagram (or a pending error); over none while it is off.
     int event_fd() const override { return epoll_fd_; }
     void rx_notify(bool on) override;
-    bool rx_pending() const override { return gro_count_ != 0; }
+    bool rx_pending() const override { return gro_count_ != 0 || self_count_ != 0; }
     // rx_dropped is read from the kernel's drop counters of the sockets on each call.
     const LinkStats &stats() const override;
 
@@ -272,6 +288,8 @@ public:
     uint64_t rx_aggregates() const { return rx_aggregates_; }
     // Sending system-call messages, each one datagram or one segmentation-offload group.
     uint64_t tx_messages() const { return tx_messages_; }
+    // Datagrams that went to the link's own address without the kernel (see above).
+    uint64_t self_datagrams() const { return self_datagrams_; }
     // Peer sockets open (connected to one destination each).
     uint32_t peer_sockets() const { return static_cast<uint32_t>(socks_.size()) - 1; }
     // Datagrams received on peer sockets.
@@ -362,6 +380,12 @@ private:
     // the call).
     uint32_t rx_burst_rest(RxDatagram *slots, uint32_t n);
     uint32_t tx_burst_rest(const TxDatagram *dgrams, uint32_t n);
+    // tx_burst_rest for datagrams none of which goes to the link's own address.
+    uint32_t tx_burst_out(const TxDatagram *dgrams, uint32_t n);
+    // Datagrams to the link's own address, from the first: how many the ring took.
+    uint32_t tx_self(const TxDatagram *dgrams, uint32_t n);
+    // rx_burst while the ring holds datagrams: those first, then the sockets.
+    uint32_t rx_self(RxDatagram *slots, uint32_t n);
     // A single receive on sock returned a datagram of len bytes, longer than slot: counted,
     // logged and dropped (0).
     uint32_t rx_oversize(Sock &sock, const RxDatagram &slot, ssize_t len);
@@ -552,6 +576,17 @@ private:
     uint32_t gro_head_ = 0;                     //   ... the first not yet copied out
     uint32_t gro_count_ = 0;                    //   ... how many remain
     bool gro_lent_ = false;                     // this rx_burst call lent staged datagrams
+    struct SelfDatagram {
+        std::unique_ptr<uint8_t[]> buf;
+        uint32_t capacity = 0;
+        uint32_t len = 0;
+    };
+    std::unique_ptr<SelfDatagram[]> self_;      // kUdpSelfQueue, at the first one (see above)
+    uint32_t self_head_ = 0;                    // the oldest held
+    uint32_t self_count_ = 0;                   // held
+    uint32_t self_lent_ = 0;                    // returned by this rx_burst call, lent or
+                                                // copied: not reused before the next one
+    uint64_t self_datagrams_ = 0;
     uint64_t tx_messages_ = 0;     // messages sendmmsg accepted
     mutable LinkStats stats_;      // counters (see link.h); stats() updates rx_dropped
 

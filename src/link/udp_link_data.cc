@@ -263,6 +263,101 @@ uint32_t UdpLink::tx_failed(const TxDatagram &dgram)
 
 uint32_t UdpLink::tx_burst_rest(const TxDatagram *dgrams, uint32_t n)
 {
+    // Runs to other addresses go out; runs to this link's own go to the ring, in order.
+    uint32_t done = 0;
+    while (done < n) {
+        uint32_t m = 0;
+        while (done + m < n && dgrams[done + m].dst != local_addr_) {
+            ++m;
+        }
+        if (m != 0) {
+            const uint32_t sent = tx_burst_out(dgrams + done, m);
+            done += sent;
+            if (sent < m) {
+                break;
+            }
+            continue;
+        }
+        const uint32_t taken = tx_self(dgrams + done, n - done);
+        done += taken;
+        if (taken == 0) {
+            break;
+        }
+    }
+    return done;
+}
+
+uint32_t UdpLink::tx_self(const TxDatagram *dgrams, uint32_t n)
+{
+    if (!self_) {
+        self_.reset(new SelfDatagram[kUdpSelfQueue]);
+    }
+    uint32_t taken = 0;
+    for (; taken < n && dgrams[taken].dst == local_addr_; ++taken) {
+        const TxDatagram &d = dgrams[taken];
+        uint32_t len = 0;
+        if (tx_invalid_reason(d, &len) != nullptr) {
+            ++stats_.tx_errors;
+            SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                                   "udp link %s: dropping an invalid datagram to itself: %s",
+                                   local_addr_.to_string().c_str(), tx_invalid_reason(d, nullptr));
+            continue;
+        }
+        // Slots lent or copied out by the current rx_burst call stay as they are until the next.
+        if (self_count_ + self_lent_ >= kUdpSelfQueue) {
+            break;
+        }
+        SelfDatagram &s = self_[(self_head_ + self_count_) % kUdpSelfQueue];
+        if (s.capacity < len) {
+            s.buf.reset(new uint8_t[len]);
+            s.capacity = len;
+        }
+        uint32_t off = 0;
+        for (uint32_t i = 0; i < d.iovcnt; ++i) {
+            std::memcpy(s.buf.get() + off, d.iov[i].iov_base, d.iov[i].iov_len);
+            off += static_cast<uint32_t>(d.iov[i].iov_len);
+        }
+        s.len = len;
+        ++self_count_;
+        ++self_datagrams_;
+        tx_sent(len);
+    }
+    return taken;
+}
+
+uint32_t UdpLink::rx_self(RxDatagram *slots, uint32_t n)
+{
+    uint32_t filled = 0;
+    while (filled < n && self_count_ != 0) {
+        SelfDatagram &s = self_[self_head_];
+        self_head_ = (self_head_ + 1) % kUdpSelfQueue;
+        --self_count_;
+        ++self_lent_;
+        RxDatagram &out = slots[filled];
+        if (out.borrow) {
+            out.data = s.buf.get();
+        } else if (s.len <= out.capacity) {
+            std::memcpy(out.buf, s.buf.get(), s.len);
+            out.data = out.buf;
+        } else {
+            ++stats_.rx_oversize;
+            SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
+                                   "udp link %s: dropping a %u-byte datagram to itself: longer than "
+                                   "the receive slot (%u bytes)", local_addr_.to_string().c_str(),
+                                   s.len, out.capacity);
+            continue;
+        }
+        out.len = s.len;
+        out.src = local_addr_;
+        ++stats_.rx_datagrams;
+        stats_.rx_bytes += s.len;
+        ++filled;
+    }
+    return filled < n ? filled + rx_burst_rest(slots + filled, n - filled) : filled;
+}
+
+uint32_t UdpLink::tx_burst_out(const TxDatagram *dgrams, uint32_t n)
+{
     // A lone small datagram (a ping-pong's message, an ack) goes straight out, without the
     // batch's message headers; anything else (or an invalid one, which the batch path counts
     // and logs) takes the batch path.
