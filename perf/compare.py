@@ -734,6 +734,23 @@ def make_table(rows, peers_of):
     return "\n".join(out) + "\n"
 
 
+# The plot's panels, in order: suite, test, title, x axis ("size", "ranks", or "peer": one bar
+# per peer and placement). A panel is drawn only when its suite ran and has figures.
+PANELS = [("mpi", "lat", "MPI latency (us)", "size"), ("mpi", "bw", "MPI bandwidth (MB/s)", "size"),
+          ("ucp", "tag_bw", "UCP tag_bw (MiB/s)", "size"),
+          ("state", "first_alltoall_us", "MPI first alltoall (us)", "ranks"),
+          ("state", "rss_kib", "resident memory per rank (KiB)", "ranks"),
+          ("state", "sockets", "sockets per rank", "ranks"),
+          ("osu", "lat", "osu_latency (us)", "size"), ("osu", "bw", "osu_bw (MB/s)", "size"),
+          ("osu", "msgrate/4r", "osu_mbw_mr, 4 ranks (msg/s)", "size"),
+          ("osu", "bibw", "osu_bibw (MB/s)", "size"),
+          ("osu", "put_lat", "osu_put_latency, osc/ucx (us)", "size"),
+          ("osu", "get_bw", "osu_get_bw, osc/ucx (MB/s)", "size"),
+          ("osu", "alltoall/4r", "osu_alltoall, 4 ranks (us)", "size"),
+          ("osu", "allreduce/4r", "osu_allreduce, 4 ranks (us)", "size"),
+          ("osu", "init", "osu_init: MPI_Init (ms)", "peer")]
+
+
 def make_plot(rows, path):
     try:
         import matplotlib
@@ -741,38 +758,53 @@ def make_plot(rows, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (contrib/install-deps.sh installs it): no plot"
-    panels = [("mpi", "lat", "MPI latency (us)", True), ("mpi", "bw", "MPI bandwidth (MB/s)", True),
-              ("ucp", "tag_bw", "UCP tag_bw (MiB/s)", True),
-              ("state", "first_alltoall_us", "MPI first alltoall (us)", False),
-              ("state", "rss_kib", "resident memory per rank (KiB)", False),
-              ("state", "sockets", "sockets per rank", False)]
-    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    panels = [p for p in PANELS if any(r["suite"] == p[0] and r["test"] == p[1] and
+                                       r["value"] is not None for r in rows)]
+    if not panels:
+        return "no figures to plot (every point n/a, or no suite with a panel ran)"
+    cols = min(3, len(panels))
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.4 * cols, 4.3 * nrows + 0.6), squeeze=False)
     styles = {"loopback": "-", "2nodes": "--"}
     colors = {"src": "black", "src-agent": "tab:purple", "tcp": "tab:blue", "ucx-tcp": "tab:blue", "ob1-tcp": "tab:orange",
               "ofi-rxd": "tab:green", "ofi-tcp": "tab:red"}
-    for ax, (suite, test, title, by_size) in zip(axes.flat, panels):
+    for ax, (suite, test, title, xaxis) in zip(axes.flat, panels):
         series = {}
         for r in rows:
-            if r["suite"] != suite or r["test"] != test or r["value"] is None:
+            # Log axes: a figure OSU printed as 0.00 has no point.
+            if r["suite"] != suite or r["test"] != test or r["value"] is None or \
+                    (r["value"] <= 0 and xaxis != "peer"):
                 continue
-            x = r["size"] if by_size else int(str(r["size"]).split("r")[0])
+            x = r["size"] if xaxis == "size" else int(str(r["size"]).split("r")[0])
             series.setdefault((r["peer"], r["placement"]), []).append((x, r["value"]))
+        ax.set_title(title)
+        if xaxis == "peer":
+            # Bars: loopback plain, two nodes hatched.
+            keys = sorted(series)
+            for i, k in enumerate(keys):
+                ax.bar(i, series[k][0][1], color=colors.get(k[0], "gray"), edgecolor="black",
+                       hatch="//" if k[1] != "loopback" else None)
+            ax.set_xticks(range(len(keys)))
+            ax.set_xticklabels(["%s\n%s" % k for k in keys], fontsize=7)
+            ax.grid(True, axis="y", alpha=0.3)
+            continue
         for (peer, place), pts in sorted(series.items()):
             pts.sort()
             ax.plot([p[0] for p in pts], [p[1] for p in pts], styles.get(place, "-"),
-                    marker="o", linewidth=2.5 if peer == "src" else 1.2,
+                    marker="o", markersize=3 if len(pts) > 8 else 6,
+                    linewidth=2.5 if peer == "src" else 1.2,
                     color=colors.get(peer),
                     label="%s (%s)" % (peer, place))
-        ax.set_title(title)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)" if by_size else "ranks")
+        ax.set_xlabel("message size (bytes)" if xaxis == "size" else "ranks")
         ax.grid(True, which="both", alpha=0.3)
-        if series:
-            ax.legend(fontsize=6)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
     fig.suptitle("src beside the transports users pick today (solid: loopback, dashed: two "
                  "namespace nodes)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=90)
     return None
 
