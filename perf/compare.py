@@ -593,7 +593,7 @@ class Driver:
             for f in files:
                 if f.startswith("osu_") and os.access(os.path.join(root, f), os.X_OK):
                     found.setdefault(f, os.path.join(root, f))
-        t = 150 if self.quick else 600
+        t = 150 if self.quick else 900
         settings = {}
         for prog, nranks, name, unit, col, which, kind in self.OSU_PLAN:
             nodes = 2 if place != "loopback" else 1

@@ -140,11 +140,12 @@ args+=(--scale-ranks "$scale_ranks" --scale-runs "$scale_runs")
 limit=$([ $quick -eq 1 ] && echo 900 || echo 2700)
 case ",$only," in *,scale,*) [ $quick -eq 1 ] || limit=$((limit + scale_runs * 2900)) ;; esac
 # The osu suite (every size of osu_latency, osu_bw, osu_mbw_mr, the one-sided programs and
-# osu_init, each peer): 10 more minutes a placement quick, 60 full.
+# osu_init, each peer; OSU's own iteration counts in full mode): 10 more minutes a placement
+# quick, 120 full.
 if [ -n "$osu" ]; then
     case ",$only," in
     *,osu,*) limit=$((limit + $(echo "$placements" | tr ',' '\n' | grep -c .) *
-                     $([ $quick -eq 1 ] && echo 600 || echo 3600))) ;;
+                     $([ $quick -eq 1 ] && echo 600 || echo 7200))) ;;
     esac
 fi
 timeout --kill-after=10 $limit "$py" "$top/perf/compare.py" "${args[@]}"
