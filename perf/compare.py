@@ -266,7 +266,8 @@ class Driver:
             env.update(UCX_TLS="src,self", UCX_NET_DEVICES=pl["src_dev"])
             self.src_mode(env, peer, place)
         elif peer == "ucx-tcp":
-            env.update(OMPI_MCA_pml="ucx", OMPI_MCA_pml_ucx_tls="any",
+            # pml and osc ucx, as srcrun selects for src (Debian's defaults disable both).
+            env.update(OMPI_MCA_pml="ucx", OMPI_MCA_osc="ucx", OMPI_MCA_pml_ucx_tls="any",
                        OMPI_MCA_pml_ucx_devices="any", UCX_TLS="tcp,self",
                        UCX_NET_DEVICES=pl["tcp_dev"])
             fwd = ["UCX_TLS", "UCX_NET_DEVICES"]
@@ -512,6 +513,79 @@ class Driver:
                               "results.csv (note)" % (runs, label))
 
     # ---------------------------------------------------------------- OSU
+    # program, ranks, test, unit, column of the figure, sizes, kind. Sizes "all": every size
+    # OSU runs by default (1 B .. 4 MiB), or only --sizes when given on the command line;
+    # "sizes": --sizes (default two in quick mode, four in full). Kinds: lat and bw are
+    # point-to-point, coll collectives (-T mpi_int: OSU's own check of MPI_CHAR sums overflows),
+    # rma one-sided through osc/ucx (OSU has no -c for them), init osu_init (no options).
+    OSU_PLAN = [("osu_latency", 2, "lat", "us", 1, "all", "lat"),
+                ("osu_bw", 2, "bw", "MB/s", 1, "all", "bw"),
+                ("osu_bibw", 2, "bibw", "MB/s", 1, "sizes", "bw"),
+                ("osu_mbw_mr", 4, "msgrate/4r", "msg/s", 2, "all", "bw"),
+                ("osu_alltoall", 4, "alltoall/4r", "us", 1, "sizes", "coll"),
+                ("osu_allreduce", 4, "allreduce/4r", "us", 1, "sizes", "coll"),
+                ("osu_put_latency", 2, "put_lat", "us", 1, "all", "rma_lat"),
+                ("osu_get_bw", 2, "get_bw", "MB/s", 1, "all", "rma_bw"),
+                ("osu_init", 2, "init", "ms", None, None, "init")]
+    OSU_DEFAULT_SIZES = [1 << i for i in range(23)]
+    # Quick mode: fewer timed and warm-up iterations (-i and -x set OSU's small- and
+    # large-message counts alike: a bandwidth iteration is a window of 64 messages, 256 MiB at
+    # 4 MiB) and fewer warm-up rounds before each validated iteration (-u; OSU's default is 5).
+    # Full mode: OSU's own counts.
+    OSU_QUICK = {"lat": ["-i", "20", "-x", "10", "-u", "1"], "bw": ["-i", "4", "-x", "2", "-u", "0"],
+                 "coll": ["-i", "20", "-x", "2", "-u", "1"], "rma_lat": ["-i", "20", "-x", "10"],
+                 "rma_bw": ["-i", "4", "-x", "2"], "init": []}
+    # One-sided runs through osc/ucx (the pml ucx peers); the others would run another osc
+    # component, not one-sided over their own transport: not run, and why.
+    OSU_NO_RMA = ("not run: one-sided is measured through osc/ucx, which this peer does not use; "
+                  "its osc would be rdma, pt2pt (an emulation over the pml, disabled by Debian's "
+                  "MCA defaults) or sm (shared memory, not the transport)")
+    OSU_NO_RMA_OB1 = ("not run: one-sided is measured through osc/ucx; over ob1 and btl tcp, "
+                      "osc/rdma fails to create a window (MPI_ERR_WIN), osc/pt2pt is an "
+                      "emulation over the pml (disabled by Debian's MCA defaults) and osc/sm "
+                      "would measure shared memory")
+
+    def osu_args(self, kind, sizes):
+        args = []
+        if kind in ("lat", "bw", "coll"):
+            args += ["-c"]
+        if kind == "coll":
+            args += ["-T", "mpi_int"]
+        if sizes and kind != "init":
+            args += ["-m", "%d:%d" % (min(sizes), max(sizes))]
+        if self.quick:
+            args += self.OSU_QUICK[kind]
+        return args
+
+    def parse_osu(self, out, col):
+        """{size: (figure, validation or None)} from OSU's rows, and its header's settings."""
+        table, header = {}, {}
+        for line in out.splitlines():
+            m = re.match(r"^# (Window creation|Synchronization|Datatype): (.*?)\.?\s*$", line)
+            if m:
+                header[m.group(1)] = m.group(2)
+            f = line.split()
+            if len(f) > col and re.match(r"^\d+$", f[0]):
+                try:
+                    table[int(f[0])] = (float(f[col]),
+                                        f[-1] if f[-1] in ("Pass", "Fail") else None)
+                except ValueError:
+                    pass
+        return table, header
+
+    def osu_failure(self, out, rc, table):
+        """Why a run that did not end well has no figures: OSU's validation error, or the
+        run's own reason with the last size OSU completed."""
+        failed = sorted(s for s, (_, v) in table.items() if v == "Fail")
+        m = re.search(r"DATA VALIDATION ERROR: .* on message size (\d+)", out)
+        if failed or m:
+            at = failed[0] if failed else int(m.group(1))
+            return "OSU validation (-c) failed at %s: run has no figures" % size_label(at)
+        why = self.why(out, rc)
+        if table:
+            why += " after OSU's %s row" % size_label(max(table))
+        return why
+
     def suite_osu(self, place):
         osu = self.args.osu_dir
         found = {}
@@ -519,36 +593,65 @@ class Driver:
             for f in files:
                 if f.startswith("osu_") and os.access(os.path.join(root, f), os.X_OK):
                     found.setdefault(f, os.path.join(root, f))
-        plan = [("osu_latency", 2, "lat", "us", 1), ("osu_bw", 2, "bw", "MB/s", 1),
-                ("osu_bibw", 2, "bibw", "MB/s", 1), ("osu_mbw_mr", 4, "msgrate/4r", "msg/s", 2),
-                ("osu_alltoall", 4, "alltoall/4r", "us", 1),
-                ("osu_allreduce", 4, "allreduce/4r", "us", 1)]
-        sizes = self.args.sizes
-        for prog, nranks, name, unit, col in plan:
+        t = 150 if self.quick else 900
+        settings = {}
+        for prog, nranks, name, unit, col, which, kind in self.OSU_PLAN:
+            nodes = 2 if place != "loopback" else 1
+            if kind == "init":
+                sizes, explicit = ["%dr/%dn" % (nranks, nodes)], []
+            elif which == "all" and not self.args.sizes_given:
+                sizes, explicit = list(self.OSU_DEFAULT_SIZES), []
+            else:
+                sizes = explicit = self.args.sizes
             for peer in self.peers(MPI_PEERS):
                 if prog not in found:
                     for size in sizes:
                         self.add("osu", name, size, place, peer, None, unit,
                                  "%s not found under %s" % (prog, osu))
                     continue
-                args = [found[prog], "-m", "%d:%d" % (min(sizes), max(sizes))]
-                if self.quick:
-                    args += ["-i", "100", "-x", "10"]
-                out, rc = self.mpirun(peer, place, nranks, 2, args, 300)
-                table = {}
-                for line in out.splitlines():
-                    f = line.split()
-                    if len(f) > col and re.match(r"^\d+$", f[0]):
-                        try:
-                            table[int(f[0])] = float(f[col])
-                        except ValueError:
-                            pass
-                for size in sizes:
-                    v = table.get(size) if rc == 0 else None
-                    if name.startswith("msgrate") and size > 65536:
-                        continue
-                    self.add("osu", name, size, place, peer, v, unit,
-                             "" if v is not None else self.why(out, rc))
+                if kind.startswith("rma") and peer not in SRC_PEERS + ("ucx-tcp",):
+                    for size in sizes:
+                        self.add("osu", name, size, place, peer, None, unit,
+                                 self.OSU_NO_RMA_OB1 if peer == "ob1-tcp" else self.OSU_NO_RMA)
+                    continue
+                args = [found[prog]] + self.osu_args(kind, explicit)
+                out, rc = self.mpirun(peer, place, nranks, 2, args, t)
+                if kind == "init":
+                    m = re.search(r"nprocs: *\d+, min: *([\d.]+) ms, max: *([\d.]+) ms, "
+                                  r"avg: *([\d.]+) ms", out)
+                    v = float(m.group(3)) if rc == 0 and m else None
+                    self.add("osu", name, sizes[0], place, peer, v, unit,
+                             "" if v is not None else (self.why(out, rc) if rc != 0 else
+                                                       "no 'nprocs: ...' line from osu_init"))
+                    continue
+                table, header = self.parse_osu(out, col)
+                if rc == 0 and header:
+                    settings.setdefault(prog, header)
+                fail = None if rc == 0 else self.osu_failure(out, rc, table)
+                rows = list(sizes)
+                if not explicit:
+                    rows += sorted(s for s in table if s not in sizes)
+                for size in rows:
+                    v, status = table.get(size, (None, None))
+                    if fail:
+                        v, note = None, fail
+                    elif status == "Fail":
+                        v, note = None, "OSU validation (-c) failed"
+                    elif v is None:
+                        note = "size not run by OSU (powers of two from the smallest size)"
+                    else:
+                        note = ""
+                    self.add("osu", name, size, place, peer, v, unit, note)
+        if settings:
+            used = ["%s: %s, %s" % (p, h["Window creation"], h.get("Synchronization", "?"))
+                    for p, h in settings.items() if "Window creation" in h]
+            note = ("osu (%s): -c validation on osu_latency, osu_bw, osu_bibw, osu_mbw_mr and the "
+                    "collectives (-T mpi_int); %s iteration counts" %
+                    (place, "quick" if self.quick else "OSU's default"))
+            if used:
+                note += "; one-sided through osc/ucx with OSU's default window and "\
+                    "synchronization (%s)" % "; ".join(used)
+            self.footnotes.append(note)
 
 
 # -------------------------------------------------------------------- reporting
@@ -631,6 +734,23 @@ def make_table(rows, peers_of):
     return "\n".join(out) + "\n"
 
 
+# The plot's panels, in order: suite, test, title, x axis ("size", "ranks", or "peer": one bar
+# per peer and placement). A panel is drawn only when its suite ran and has figures.
+PANELS = [("mpi", "lat", "MPI latency (us)", "size"), ("mpi", "bw", "MPI bandwidth (MB/s)", "size"),
+          ("ucp", "tag_bw", "UCP tag_bw (MiB/s)", "size"),
+          ("state", "first_alltoall_us", "MPI first alltoall (us)", "ranks"),
+          ("state", "rss_kib", "resident memory per rank (KiB)", "ranks"),
+          ("state", "sockets", "sockets per rank", "ranks"),
+          ("osu", "lat", "osu_latency (us)", "size"), ("osu", "bw", "osu_bw (MB/s)", "size"),
+          ("osu", "msgrate/4r", "osu_mbw_mr, 4 ranks (msg/s)", "size"),
+          ("osu", "bibw", "osu_bibw (MB/s)", "size"),
+          ("osu", "put_lat", "osu_put_latency, osc/ucx (us)", "size"),
+          ("osu", "get_bw", "osu_get_bw, osc/ucx (MB/s)", "size"),
+          ("osu", "alltoall/4r", "osu_alltoall, 4 ranks (us)", "size"),
+          ("osu", "allreduce/4r", "osu_allreduce, 4 ranks (us)", "size"),
+          ("osu", "init", "osu_init: MPI_Init (ms)", "peer")]
+
+
 def make_plot(rows, path):
     try:
         import matplotlib
@@ -638,38 +758,53 @@ def make_plot(rows, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (contrib/install-deps.sh installs it): no plot"
-    panels = [("mpi", "lat", "MPI latency (us)", True), ("mpi", "bw", "MPI bandwidth (MB/s)", True),
-              ("ucp", "tag_bw", "UCP tag_bw (MiB/s)", True),
-              ("state", "first_alltoall_us", "MPI first alltoall (us)", False),
-              ("state", "rss_kib", "resident memory per rank (KiB)", False),
-              ("state", "sockets", "sockets per rank", False)]
-    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    panels = [p for p in PANELS if any(r["suite"] == p[0] and r["test"] == p[1] and
+                                       r["value"] is not None for r in rows)]
+    if not panels:
+        return "no figures to plot (every point n/a, or no suite with a panel ran)"
+    cols = min(3, len(panels))
+    nrows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.4 * cols, 4.3 * nrows + 0.6), squeeze=False)
     styles = {"loopback": "-", "2nodes": "--"}
     colors = {"src": "black", "src-agent": "tab:purple", "tcp": "tab:blue", "ucx-tcp": "tab:blue", "ob1-tcp": "tab:orange",
               "ofi-rxd": "tab:green", "ofi-tcp": "tab:red"}
-    for ax, (suite, test, title, by_size) in zip(axes.flat, panels):
+    for ax, (suite, test, title, xaxis) in zip(axes.flat, panels):
         series = {}
         for r in rows:
-            if r["suite"] != suite or r["test"] != test or r["value"] is None:
+            # Log axes: a figure OSU printed as 0.00 has no point.
+            if r["suite"] != suite or r["test"] != test or r["value"] is None or \
+                    (r["value"] <= 0 and xaxis != "peer"):
                 continue
-            x = r["size"] if by_size else int(str(r["size"]).split("r")[0])
+            x = r["size"] if xaxis == "size" else int(str(r["size"]).split("r")[0])
             series.setdefault((r["peer"], r["placement"]), []).append((x, r["value"]))
+        ax.set_title(title)
+        if xaxis == "peer":
+            # Bars: loopback plain, two nodes hatched.
+            keys = sorted(series)
+            for i, k in enumerate(keys):
+                ax.bar(i, series[k][0][1], color=colors.get(k[0], "gray"), edgecolor="black",
+                       hatch="//" if k[1] != "loopback" else None)
+            ax.set_xticks(range(len(keys)))
+            ax.set_xticklabels(["%s\n%s" % k for k in keys], fontsize=7)
+            ax.grid(True, axis="y", alpha=0.3)
+            continue
         for (peer, place), pts in sorted(series.items()):
             pts.sort()
             ax.plot([p[0] for p in pts], [p[1] for p in pts], styles.get(place, "-"),
-                    marker="o", linewidth=2.5 if peer == "src" else 1.2,
+                    marker="o", markersize=3 if len(pts) > 8 else 6,
+                    linewidth=2.5 if peer == "src" else 1.2,
                     color=colors.get(peer),
                     label="%s (%s)" % (peer, place))
-        ax.set_title(title)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)" if by_size else "ranks")
+        ax.set_xlabel("message size (bytes)" if xaxis == "size" else "ranks")
         ax.grid(True, which="both", alpha=0.3)
-        if series:
-            ax.legend(fontsize=6)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
     fig.suptitle("src beside the transports users pick today (solid: loopback, dashed: two "
                  "namespace nodes)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=90)
     return None
 
@@ -730,6 +865,7 @@ def main():
                          "(empty: no src-agent peer)")
     args = ap.parse_args()
     args.probe = os.path.join(args.bin, "libsrc_probe.so")
+    args.sizes_given = bool(args.sizes)
     if args.sizes:
         args.sizes = [int(s) for s in args.sizes.split(",")]
     else:

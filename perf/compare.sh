@@ -7,7 +7,7 @@
 #                        [--placements loopback,2nodes] [--osu-dir DIR] [--sizes LIST]
 #                        [--scale-ranks N] [--scale-runs R]
 #   --quick       fewer tests, sizes and ranks, shorter runs (about 3 minutes; full: about 20,
-#                 and about 25 more for the scale suite)
+#                 and about 25 more for the scale suite; osu adds its own, see perf/README.md)
 #   --build DIR   a configured and built srcucx tree (default: $SRC_BUILD_DIR/perf, else
 #                 _build/perf, built here with contrib/install-deps.sh if missing)
 #   --out DIR     where results go (default perf/results/<date-time>[-quick])
@@ -15,7 +15,11 @@
 #                 in full mode only, on the 2nodes placement's bed brought up with 8 nodes)
 #   --scale-ranks N  ranks of the scale suite, spread over 8 nodes (default 256)
 #   --scale-runs R   its rounds, each peer once a round; medians are reported (default 3)
-#   --osu-dir DIR an installed osu-micro-benchmarks (also OSU_DIR); the osu suite needs it
+#   --osu-dir DIR an installed osu-micro-benchmarks (also OSU_DIR); the osu suite needs it:
+#                 osu_latency, osu_bw, osu_mbw_mr (4 ranks), osu_put_latency and osu_get_bw
+#                 (one-sided, osc/ucx) at every size OSU runs (1 B..4 MiB; only --sizes when
+#                 given), osu_bibw and osu_alltoall, osu_allreduce (4 ranks) at --sizes,
+#                 osu_init; OSU's -c validation wherever it has one
 #   --no-agent    leave out src-agent (every process on its node's srcd; by default measured
 #                 beside src's embedded engines: compare.sh starts an agent on loopback and
 #                 one on every node of the bed)
@@ -46,7 +50,7 @@ while [ $# -gt 0 ]; do
     --no-agent) agent=0; shift ;;
     --scale-ranks) scale_ranks=$2; shift 2 ;;
     --scale-runs) scale_runs=$2; shift 2 ;;
-    -h|--help) sed -n '2,27s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     esac
 done
@@ -135,4 +139,13 @@ args+=(--scale-ranks "$scale_ranks" --scale-runs "$scale_runs")
 # 3 jobs of 15 min and the agents' restarts and readings (about 3 min) a round.
 limit=$([ $quick -eq 1 ] && echo 900 || echo 2700)
 case ",$only," in *,scale,*) [ $quick -eq 1 ] || limit=$((limit + scale_runs * 2900)) ;; esac
+# The osu suite (every size of osu_latency, osu_bw, osu_mbw_mr, the one-sided programs and
+# osu_init, each peer; OSU's own iteration counts in full mode): 10 more minutes a placement
+# quick, 120 full.
+if [ -n "$osu" ]; then
+    case ",$only," in
+    *,osu,*) limit=$((limit + $(echo "$placements" | tr ',' '\n' | grep -c .) *
+                     $([ $quick -eq 1 ] && echo 600 || echo 7200))) ;;
+    esac
+fi
 timeout --kill-after=10 $limit "$py" "$top/perf/compare.py" "${args[@]}"
