@@ -22,6 +22,7 @@
 // Exits 0 whether or not the aims are met, 1 on an error, 2 on bad usage.
 #include "link/loopback_link.h"
 #include "nic/nic.h"
+#include "send8.h"
 
 #include <sys/resource.h>
 
@@ -60,18 +61,6 @@ struct Bed {
     std::vector<srcnic_dest_t> to_hub;    // peer k -> hub
     uint64_t note = 0;                    // the 8 bytes every message carries (inline)
 };
-
-srcnic_wqe_t send8(srcnic_dest_t dest, uint64_t wr_id, const uint64_t &v)
-{
-    srcnic_wqe_t w = {};
-    w.wr_id = wr_id;
-    w.opcode = SRCNIC_OP_SEND;
-    w.dest = dest;
-    w.flags = SRCNIC_WQE_FLAG_INLINE;
-    w.inline_len = 8;
-    std::memcpy(w.u.inline_data, &v, 8);
-    return w;
-}
 
 std::vector<uint64_t> g_rbufs;   // receive buffers (8 bytes each; contents not kept)
 

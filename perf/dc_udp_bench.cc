@@ -17,6 +17,8 @@
 //   rate      echoes per second with 64 messages outstanding, peers in turn.
 // Every echo is checked (its value, its sender's QP); a stall beyond the watchdog is an error.
 // Exits 0 whether or not the aims are met, 1 on an error, 2 on bad usage.
+#include "send8.h"
+
 #include <srcnic/srcnic.h>
 
 #include <poll.h>
@@ -92,18 +94,6 @@ srcnic_config_t engine_config()
     return c;
 }
 
-srcnic_wqe_t send8(srcnic_dest_t dest, uint64_t v)
-{
-    srcnic_wqe_t w = {};
-    w.wr_id = v;
-    w.opcode = SRCNIC_OP_SEND;
-    w.dest = dest;
-    w.flags = SRCNIC_WQE_FLAG_INLINE;
-    w.inline_len = 8;
-    std::memcpy(w.u.inline_data, &v, 8);
-    return w;
-}
-
 // A peer: echoes to the hub until it receives kStop (or the hub goes away).
 [[noreturn]] void peer_main(int to_hub, int from_hub)
 {
@@ -162,7 +152,7 @@ srcnic_wqe_t send8(srcnic_dest_t dest, uint64_t v)
                 std::_Exit(0);
             }
             // The hub keeps at most kWindow messages out, so the send ring (256) has room.
-            srcnic_wqe_t w = send8(dest, v);
+            srcnic_wqe_t w = send8(dest, v, v);
             if ((s = srcnic_post_send(qp, &w)) != SRCNIC_OK) {
                 die("peer post_send", s);
             }
@@ -278,7 +268,7 @@ public:
     // Sends v to peer k (waits for room in the send ring).
     void send(unsigned k, uint64_t v)
     {
-        srcnic_wqe_t w = send8(dests_[k], v);
+        srcnic_wqe_t w = send8(dests_[k], v, v);
         srcnic_status_t s;
         while ((s = srcnic_post_send(qp_, &w)) == SRCNIC_ERR_NO_RESOURCE) {
             poll_once();
