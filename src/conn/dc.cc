@@ -464,6 +464,12 @@ void Nic::dc_gone(const PacketHeader &h, const LinkAddr &src)
         }
         return;
     }
+    if (h.src_conn == 0) {
+        // A DCI always has an id: a DC_GONE could only name nobody (an answer with no
+        // connection of the receiver's, which every receiver drops as an unproved SYN).
+        count(SRCNIC_CNT_DROP_NO_CONN);
+        return;
+    }
     if ((closed_.count(key) == 0 && dct_by_stream_.count(key) == 0) ||
         h.opcode == static_cast<uint8_t>(Opcode::kNAK) || h.opcode == static_cast<uint8_t>(Opcode::kACK)) {
         count(SRCNIC_CNT_DROP_DC_STALE);

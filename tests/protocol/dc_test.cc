@@ -226,6 +226,15 @@ TEST_F(Dc, evicted_stream__named_packets_get_gone_and_resume_runs_nothing_twice)
     EXPECT_EQ(a->conn_id(), gone->h.dst_conn);
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_GONE_SENT));
     EXPECT_EQ(0u, recvs_for(100));
+    // receive a's psn 2 naming the context without an initiator id (src_conn 0; found by
+    // rx_fuzz) / expect no answer (it could name nobody) and nothing run
+    PacketHeader anonymous = dc_send(*a, 5, 2, ctx);
+    anonymous.src_conn = 0;
+    back = deliver(*a, anonymous);
+    EXPECT_TRUE(back.empty()) << "answered a packet with no initiator id";
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_NO_CONN));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_GONE_SENT));
+    EXPECT_EQ(0u, recvs_for(100));
     // receive a's psn 1 again, as SYN (its ack was "lost") / expect the stream resumed from the
     // closed table, psn 1 acknowledged again and not run
     run_for(kDcMinQuietNs / 1000 + 500);
