@@ -83,6 +83,7 @@ struct Agent::Engine {
     std::unique_ptr<Nic> nic;
     std::string address;   // as given
     LinkAddr link_addr;    // parsed, port 0 (to match attach requests)
+    unsigned clients = 0;  // processes attached to it
 };
 
 struct Agent::Client {
@@ -215,9 +216,17 @@ int Agent::run()
     const uint64_t spin_ns = static_cast<uint64_t>(config_.spin_us) * 1000;
     uint64_t last_work = now_ns();
     unsigned passes = 0;
+    unsigned rounds = 0;
     while (!stopping_) {
         unsigned work = 0;
+        // An engine no process is attached to has nothing to deliver: its packets (strays, the
+        // last acknowledgements of connections its processes left) and timers wait at most 64
+        // passes, and its empty receive calls do not cost every pass a system call.
+        const bool every = (++rounds & 63) == 0;
         for (auto &e : engines_) {
+            if (e->clients == 0 && !every) {
+                continue;
+            }
             work += e->nic->progress();
             notify_clients(*e);
         }
@@ -555,6 +564,7 @@ void Agent::handle_attach(Client *c, const AttachRequest &req, const int *fds, u
     c->owner.job_key = req.job_key;
     c->owner.trusted = false;
     c->engine = engine;
+    ++engine->clients;
     c->attached = true;
     c->attached_ns = now_ns();
     ++attaches_;
@@ -841,6 +851,7 @@ void Agent::drop_client(Client *c, const char *why)
         }
         c->qps.clear();
         nic.owner_release(&c->owner);
+        --c->engine->clients;
         c->owner.space.mark_dead();
         --attached_;
     } else {
