@@ -52,6 +52,12 @@ packages=(
 
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, mounts)"
 
+# One user of the root at a time: a second would mount over the first's mounts, and its exit
+# would unmount them and stop the first's processes.
+mkdir -p "$(dirname "$root")"
+exec 9>"$root.lock"
+flock -n 9 || die "$root is in use by another debian13-root.sh (lock $root.lock)"
+
 # The mirror apt here uses for Debian itself (not the security archive): deb822 .sources
 # stanzas first, then one-line .list entries. Files apt ignores (other suffixes) are skipped.
 find_mirror() {
