@@ -9,16 +9,28 @@
 #                                               the same, with the host directory DIR (e.g. this
 #                                               repository) bound read-write at /srcucx and CMD
 #                                               run there
+#        contrib/debian13-root.sh ucx-src       print the path (inside the root) of UCX's source
+#                                               tree, fetching Debian's source package if needed
+#        contrib/debian13-root.sh test [--full] build this repository's tracked files (as they
+#                                               are in the working tree) inside the root and run
+#                                               the Debian 13 tests: UCT, UCP, ucx_perftest, MPI,
+#                                               namespace tests; --full: the whole make check
 #
 # The root lives in $SRC_DEBIAN13_ROOT (default ~/.cache/srcucx/debian13), outside the repository.
 # It is complete once the stamp file .srcucx-complete exists in it; a run interrupted before then
 # is redone from scratch. Inside, /root/.cache/srcucx/ucx-VERSION is UCX's source tree (the value
-# for configure's --with-ucx-src), fetched by contrib/get-ucx-src.sh run inside the root, or
-# taken from a git repository of UCX ($SRC_UCX_GIT) where the archive lacks the source package.
+# for configure's --with-ucx-src), made by contrib/get-ucx-src.sh from Debian's source package
+# of the installed UCX, fetched with apt-get source, or read from $SRC_UCX_DEBSRC: a host
+# directory with that source package's files (ucx_VERSION.dsc and what it names), for an archive
+# mirror that lacks them; they are checked against the root's signed Sources index.
+# `test` uses $SRC_UCX_SRC instead when set: a tree inside the root that the caller vouches is
+# the source the installed UCX was built from (like configure's --with-ucx-src); it says so.
 #
 # debootstrap uses the Debian archive that apt on this machine already uses (/etc/apt/sources.list*),
 # or $SRC_DEBIAN_MIRROR. Needs root, debootstrap and the trixie archive key (debian-archive-keyring).
-# Every mount is undone on exit, whatever the exit, and no process is left running in the root.
+# The root itself is bound onto itself while in use, so that it is a mount point for `ip netns
+# exec` (which makes / a slave mount). Every mount is undone on exit, whatever the exit, and no
+# process is left running in the root.
 set -euo pipefail
 
 die() { echo "debian13-root: $*" >&2; exit 1; }
@@ -39,6 +51,12 @@ packages=(
 )
 
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, mounts)"
+
+# One user of the root at a time: a second would mount over the first's mounts, and its exit
+# would unmount them and stop the first's processes.
+mkdir -p "$(dirname "$root")"
+exec 9>"$root.lock"
+flock -n 9 || die "$root is in use by another debian13-root.sh (lock $root.lock)"
 
 # The mirror apt here uses for Debian itself (not the security archive): deb822 .sources
 # stanzas first, then one-line .list entries. Files apt ignores (other suffixes) are skipped.
@@ -81,20 +99,22 @@ cleanup() {
         echo "debian13-root: killing process $pid left in the root" >&2
         kill -KILL "$pid" 2>/dev/null || true
     done
+    # Everything mounted under the root, ours and what commands in it mounted themselves (ip
+    # netns binds /run/netns and the namespaces in it), deepest first; then the root's own bind.
+    local m
+    for m in $(awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
+        umount "$m" 2>/dev/null || umount -l "$m" ||
+            echo "debian13-root: could not unmount $m" >&2
+    done
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+        grep -q " ${mounted[$i]} " /proc/mounts || continue
         umount "${mounted[$i]}" 2>/dev/null || umount -l "${mounted[$i]}" ||
             echo "debian13-root: could not unmount ${mounted[$i]}" >&2
     done
     mounted=()
-    # What commands in the root mounted there themselves (ip netns binds /run/netns and the
-    # namespaces in it), deepest first.
-    local m
-    for m in $(awk -v r="$root/" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
-        umount "$m" 2>/dev/null || umount -l "$m" || true
-    done
-    if grep -q " $root/" /proc/mounts; then
+    if grep -q " $root[/ ]" /proc/mounts; then
         echo "debian13-root: still mounted under $root:" >&2
-        grep " $root/" /proc/mounts >&2
+        grep " $root[/ ]" /proc/mounts >&2
         [ $rc -ne 0 ] || rc=1
     fi
     exit $rc
@@ -111,6 +131,10 @@ do_mount() {   # do_mount TARGET MOUNT-ARGS...
 }
 
 mount_all() {
+    # ip netns exec makes / a slave mount, which fails where / is no mount point (a plain chroot
+    # directory): the root bound onto itself is one. The mounts below go onto this bind.
+    do_mount "$root" --bind "$root"
+    mount --make-private "$root"   # what is mounted on it stays off the host's mount tree
     do_mount "$root/proc" -t proc proc
     do_mount "$root/sys" --bind /sys
     do_mount "$root/dev" --bind /dev
@@ -125,32 +149,27 @@ in_root() {
 }
 
 # --- UCX's source tree -------------------------------------------------------------------------
-# UCX's source tree of exactly the installed version, the way the host gets 1.13's
-# (contrib/get-ucx-src.sh: Debian's source package). Where the archive does not serve that source
-# package, $SRC_UCX_GIT, a git repository of UCX (a clone of github.com/openucx/ucx), gives the
-# upstream release tag vVERSION instead: Debian's patches to UCX change its build and .c files,
-# not the headers the transport uses.
+# UCX's source tree of exactly the installed version, the way the host gets 1.13's:
+# contrib/get-ucx-src.sh run inside the root fetches Debian's source package (apt-get source),
+# or takes its files from $SRC_UCX_DEBSRC (a host directory holding the .dsc and the files it
+# names, e.g. downloaded from another Debian mirror or snapshot.debian.org), checked against the
+# checksums of the root's signed Sources index. Nothing else: another tree of the "same"
+# version is not what Debian built (Debian's 1.18.1+ds-2 headers differ from upstream's v1.18.1
+# tag), and the module reads UCX's internal structures.
 get_ucx_src() {
-    local version tree
+    local tree
     install -m 0755 "$here/get-ucx-src.sh" "$root/usr/local/bin/get-ucx-src.sh"
-    if tree=$(in_root /usr/local/bin/get-ucx-src.sh); then
-        echo "debian13-root: UCX source in the root: $tree (Debian's source package)" >&2
-        return 0
+    if [ -n "${SRC_UCX_DEBSRC:-}" ]; then
+        [ -d "$SRC_UCX_DEBSRC" ] || die "SRC_UCX_DEBSRC=$SRC_UCX_DEBSRC is not a directory"
+        rm -rf "$root/root/.cache/srcucx/debsrc"
+        mkdir -p "$root/root/.cache/srcucx/debsrc"
+        cp -p "$SRC_UCX_DEBSRC"/ucx_* "$root/root/.cache/srcucx/debsrc/" ||
+            die "no ucx_* files in SRC_UCX_DEBSRC=$SRC_UCX_DEBSRC"
     fi
-    version=$(in_root pkg-config --modversion ucx) || die "no UCX in the root"
-    [ -n "${SRC_UCX_GIT:-}" ] ||
-        die "Debian's source of UCX $version is not available; set SRC_UCX_GIT to a git repository of UCX (with tag v$version) to use the upstream release"
-    git -C "$SRC_UCX_GIT" rev-parse -q --verify "refs/tags/v$version^{commit}" >/dev/null ||
-        die "$SRC_UCX_GIT has no tag v$version"
-    tree=/root/.cache/srcucx/ucx-$version
-    rm -rf "$root$tree"
-    mkdir -p "$root$tree"
-    git -C "$SRC_UCX_GIT" archive --format=tar "v$version" | tar -x -C "$root$tree" ||
-        die "unpacking v$version from $SRC_UCX_GIT failed"
-    [ -f "$root$tree/src/uct/base/uct_iface.h" ] || die "v$version from $SRC_UCX_GIT lacks src/uct/base/uct_iface.h"
-    echo "upstream tag v$version of $SRC_UCX_GIT ($(git -C "$SRC_UCX_GIT" rev-parse "v$version^{commit}"))" \
-        >"$root$tree/.srcucx-origin"
-    echo "debian13-root: UCX source in the root: $tree (upstream tag v$version)" >&2
+    tree=$(in_root /usr/bin/env ${SRC_UCX_DEBSRC:+SRC_UCX_DEBSRC=/root/.cache/srcucx/debsrc} \
+               /usr/local/bin/get-ucx-src.sh) || return 1
+    echo "debian13-root: UCX source in the root: $tree" >&2
+    echo "$tree"
 }
 
 # --- making the root ---------------------------------------------------------------------------
@@ -188,7 +207,6 @@ EOF
     in_root apt-get update -q >&2 || die "apt-get update in the root failed"
     in_root apt-get install -y -q --no-install-recommends "${packages[@]}" >&2 ||
         die "installing the build dependencies in the root failed"
-    get_ucx_src
     in_root apt-get clean
     echo "debian13-root: made in $((SECONDS - start)) s" >&2
     date -u +%FT%TZ >"$stamp"
@@ -196,9 +214,63 @@ EOF
 
 [ -f "$stamp" ] || make_root
 
+# --- test: build and run the Debian 13 tests ----------------------------------------------------
+# The tests that differ between UCX 1.13 / Open MPI 4.1 and UCX 1.18 / Open MPI 5, or that touch
+# UCX's internals: the module's own suites, UCP, ucx_perftest, MPI and the namespace test beds.
+d13_tests=(
+    uct/uct_tests uct/module_load.sh uct/version_refusal.sh uct/ucp_thresholds.sh uct/perftest.sh
+    build/ucx_src_mismatch.sh ucp/client_server.sh mpi/srcrun_mpi.sh
+    cluster/netns_mpi.sh cluster/netns_agent.sh agent/ucx_agent.sh
+)
+
+run_tests() {
+    local full=0 top tree t0 rc=0 work=/root/srcucx-test
+    [ "${1:-}" = --full ] && { full=1; shift; }
+    [ $# -eq 0 ] || die "test: unknown argument '$1' (test [--full])"
+    top=$(cd "$here/.." && pwd)
+    git -C "$top" rev-parse --git-dir >/dev/null 2>&1 || die "test: $top is not a git work tree"
+    [ ${#mounted[@]} -gt 0 ] || mount_all
+    if [ -n "${SRC_UCX_SRC:-}" ]; then
+        tree=$SRC_UCX_SRC
+        [ -f "$root$tree/src/uct/base/uct_iface.h" ] ||
+            die "SRC_UCX_SRC=$tree: no UCX source tree there (inside the root)"
+        echo "debian13-root: UCX source: $tree, given by SRC_UCX_SRC (origin: $(cat "$root$tree/.srcucx-origin" 2>/dev/null || echo unrecorded)), not Debian's source package" >&2
+    else
+        tree=$(get_ucx_src) || die "test: no UCX source tree (see above)"
+    fi
+    # A fresh copy of the tracked files as they are now (committed or not), built out of tree.
+    rm -rf "$root$work"
+    mkdir -p "$root$work/src" "$root$work/build"
+    git -C "$top" ls-files -z | (cd "$top" && tar --null -T - -cf -) | tar -xf - -C "$root$work/src"
+    t0=$SECONDS
+    in_root /bin/sh -c "cd $work/src && ./autogen.sh >$work/autogen.log 2>&1 &&
+        cd $work/build && ../src/configure --with-ucx-src=$tree >$work/configure.log 2>&1" ||
+        { tail -n 30 "$root$work/autogen.log" "$root$work/configure.log" >&2 2>/dev/null; die "test: configure failed"; }
+    in_root /bin/sh -c "cd $work/build && nice make -j$(nproc) >$work/make.log 2>&1" ||
+        { grep -m 20 -B2 -A6 'error' "$root$work/make.log" >&2 || tail -n 40 "$root$work/make.log" >&2; die "test: build failed"; }
+    echo "debian13-root: built in $((SECONDS - t0)) s" >&2
+    t0=$SECONDS
+    if [ $full -eq 1 ]; then
+        in_root /bin/sh -c "cd $work/build && nice make check" >"$root$work/check.log" 2>&1 || rc=$?
+    else
+        in_root /bin/sh -c "cd $work/build && nice make check TESTS='${d13_tests[*]}'" \
+            >"$root$work/check.log" 2>&1 || rc=$?
+    fi
+    grep -E '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR): |^# (TOTAL|PASS|SKIP|XFAIL|FAIL|XPASS|ERROR):' \
+        "$root$work/check.log" >&2 || tail -n 40 "$root$work/check.log" >&2
+    echo "debian13-root: tests ran in $((SECONDS - t0)) s; logs in $root$work/build/tests" >&2
+    return $rc
+}
+
 case "${1:-}" in
     "")
         echo "$root" ;;
+    ucx-src)
+        [ ${#mounted[@]} -gt 0 ] || mount_all
+        get_ucx_src ;;
+    test)
+        shift
+        run_tests "$@" ;;
     run)
         shift
         [ $# -gt 0 ] || die "run: no command"
@@ -212,5 +284,5 @@ case "${1:-}" in
         do_mount "$root/srcucx" --bind "$dir"
         in_root /bin/sh -c 'cd /srcucx && exec "$@"' sh "$@" ;;
     *)
-        die "unknown command '$1' (run, run-in, or nothing)" ;;
+        die "unknown command '$1' (run, run-in, ucx-src, test, or nothing)" ;;
 esac

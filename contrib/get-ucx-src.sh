@@ -6,7 +6,12 @@
 #
 # On Debian/Ubuntu it enables source lists derived from the machine's existing apt
 # configuration (the same archives, "deb-src" instead of "deb"), then runs `apt-get source`
-# for the exact installed version. An unpacked tree already in DEST is reused.
+# for the exact source version of the installed libucx0. Where the archive mirror lists that
+# source package but does not serve its files, $SRC_UCX_DEBSRC may name a directory holding them
+# (ucx_VERSION.dsc and the tarballs it names, from any Debian mirror or snapshot.debian.org):
+# each is checked against the SHA-256 sums of apt's signed Sources index before use.
+# An unpacked tree already in DEST is reused if it was made from that source package (its
+# .srcucx-origin says so; trees of earlier versions of this script have no such file).
 set -euo pipefail
 
 die() { echo "get-ucx-src: $*" >&2; exit 1; }
@@ -24,9 +29,13 @@ debver=$(dpkg-query -W -f='${source:Version}' libucx0 2>/dev/null || true)
 [ -n "$debver" ] || die "package libucx0 is not installed: apt-get install libucx-dev"
 
 tree="$dest/ucx-$version"
+origin="Debian source package ucx $debver"
 if [ -f "$tree/src/uct/base/uct_iface.h" ]; then
-    echo "$tree"
-    exit 0
+    if [ ! -f "$tree/.srcucx-origin" ] || [ "$(cat "$tree/.srcucx-origin")" = "$origin" ]; then
+        echo "$tree"
+        exit 0
+    fi
+    die "$tree is not made from Debian's source package ucx $debver (it says: $(cat "$tree/.srcucx-origin")); remove it"
 fi
 
 sudo=""
@@ -62,15 +71,43 @@ if ! apt-cache showsrc ucx 2>/dev/null | grep -q "^Version: $debver\$"; then
 fi
 
 apt-cache showsrc ucx 2>/dev/null | grep -q "^Version: $debver\$" ||
-    die "the source archive does not offer ucx $debver; unpack UCX $version yourself and pass --with-ucx-src=DIR"
+    die "the source archive does not list ucx $debver; unpack UCX $version yourself and pass --with-ucx-src=DIR"
 
 mkdir -p "$dest"
 work=$(mktemp -d "$dest/.fetch.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 command -v dpkg-source >/dev/null || $sudo apt-get install -y -q dpkg-dev >&2
-(cd "$work" && apt-get source -q --download-only "ucx=$debver" >&2 &&
-     dpkg-source -x --skip-patches ./*.dsc "ucx-$version" >&2) ||
-    die "apt-get source ucx=$debver failed"
+
+# The files of source package ucx $debver and their SHA-256 sums, from the signed index.
+sums=$(apt-cache showsrc ucx 2>/dev/null | awk -v v="$debver" '
+    /^Version:/ { ours = ($2 == v) }
+    ours && /^Checksums-Sha256:/ { s = 1; next }
+    ours && s && /^ / { print $1, $3; next }
+    { s = 0 }' | sort -u)
+[ -n "$sums" ] || die "no checksums for ucx $debver in the Sources index"
+
+if ! (cd "$work" && apt-get source -q --download-only "ucx=$debver" >"$work/apt.log" 2>&1); then
+    if [ -z "${SRC_UCX_DEBSRC:-}" ]; then
+        grep -E '^(E|Err):' "$work/apt.log" >&2 || cat "$work/apt.log" >&2
+        die "apt-get source ucx=$debver failed: the archive lists the source package but does not serve it.
+Fetch its files (from another Debian mirror or https://snapshot.debian.org/package/ucx/) into a
+directory and run again with SRC_UCX_DEBSRC=DIR; they are checked against these SHA-256 sums:
+$sums"
+    fi
+    echo "get-ucx-src: apt-get source ucx=$debver failed; taking its files from $SRC_UCX_DEBSRC" >&2
+    while read -r sum file; do
+        [ -f "$SRC_UCX_DEBSRC/$file" ] || die "$SRC_UCX_DEBSRC lacks $file"
+        cp "$SRC_UCX_DEBSRC/$file" "$work/"
+    done <<<"$sums"
+fi
+# Whichever way they came, the files are the ones the signed index names (apt checks its own
+# downloads too; this covers SRC_UCX_DEBSRC).
+(cd "$work" && while read -r sum file; do
+     echo "$sum  $file"
+ done <<<"$sums" | sha256sum --quiet -c - >&2) ||
+    die "the files of ucx $debver do not match the Sources index"
+(cd "$work" && dpkg-source -x --skip-patches "ucx_${debver#*:}.dsc" "ucx-$version" >&2) ||
+    die "unpacking ucx $debver failed"
 # Debian's patches adjust the packaging build; the headers are upstream's. Apply them anyway so
 # the tree is exactly what the installed libraries were built from.
 if [ -f "$work/ucx-$version/debian/patches/series" ]; then
@@ -81,6 +118,7 @@ if [ -f "$work/ucx-$version/debian/patches/series" ]; then
         done <debian/patches/series) || die "applying Debian's patches failed"
 fi
 [ -f "$work/ucx-$version/src/uct/base/uct_iface.h" ] || die "unpacked tree lacks src/uct/base/uct_iface.h"
+echo "$origin" >"$work/ucx-$version/.srcucx-origin"
 rm -rf "$tree"
 mv "$work/ucx-$version" "$tree"
 echo "$tree"

@@ -18,6 +18,7 @@ packages=(
     libucx-dev ucx-utils                                    # UCX and ucx_info/ucx_perftest
     openmpi-bin libopenmpi-dev                              # MPI tests and the main job
     libgtest-dev                                            # make check
+    valgrind                                                # valgrind/memcheck.h, which UCX's internal headers include
     clang libclang-rt-14-dev                                # make check: libFuzzer (fuzz/rx_fuzz.sh)
     dpkg-dev                                                # apt-get source (UCX headers)
     iproute2 procps                                         # namespace tests, process checks

@@ -168,16 +168,30 @@ cmd_exec() {
     exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$node" "$@"
 }
 
+# The major version of the Open MPI whose mpirun is on PATH (4, 5, ...; empty without one).
+ompi_major() {
+    mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9][0-9]*\)\..*/\1/p' | head -n 1
+}
+
 # Runs CMD on the hub with Open MPI told to start its daemons through netns-rsh and to keep
-# its out-of-band and TCP traffic on the bed's subnet.
+# its out-of-band and TCP traffic on the bed's subnet. Open MPI 4 (ORTE) reads the launcher's
+# parameters as OMPI_MCA_plm_rsh_*; Open MPI 5's launcher (PRRTE) as PRTE_MCA_plm_ssh_* and
+# PRTE_MCA_oob_*, and ignores the former.
 cmd_mpi() {
     [ $# -ge 1 ] || die "mpi needs a command"
     ns_exists "$prefix-hub" || die "the test bed is not up"
-    export OMPI_MCA_plm_rsh_agent="$here/netns-rsh"
-    export OMPI_MCA_oob_tcp_if_include="$net.0/24"
+    case "$(ompi_major)" in
+    ''|[0-4])
+        export OMPI_MCA_plm_rsh_agent="$here/netns-rsh"
+        export OMPI_MCA_oob_tcp_if_include="$net.0/24"
+        export OMPI_MCA_plm_rsh_no_tree_spawn=1 ;;
+    *)
+        export PRTE_MCA_plm_ssh_agent="$here/netns-rsh"
+        export PRTE_MCA_oob_tcp_if_include="$net.0/24"
+        export PRTE_MCA_plm_ssh_no_tree_spawn=1 ;;
+    esac
     : "${OMPI_MCA_btl_tcp_if_include:=$net.0/24}"
     export OMPI_MCA_btl_tcp_if_include
-    export OMPI_MCA_plm_rsh_no_tree_spawn=1
     export SRCBED_PREFIX="$prefix"
     cmd_exec hub "$@"
 }

@@ -70,6 +70,12 @@ and pass the directory it prints as --with-ucx-src=DIR.])])
 Their internal structs may differ, so the transport would not be ABI-compatible. Use the source of
 UCX $UCX_VERSION: contrib/get-ucx-src.sh fetches it, then pass --with-ucx-src=DIR.])])
 
+    # UCX's ucs/sys/checker.h, which the internal headers the transport uses include, includes
+    # valgrind/memcheck.h (unless NVALGRIND): a missing one is a configure error, not a build one.
+    AS_IF([grep -q 'valgrind/memcheck.h' "$UCX_SRC_DIR/src/ucs/sys/checker.h" 2>/dev/null],
+          [AC_CHECK_HEADER([valgrind/memcheck.h], [],
+               [AC_MSG_ERROR([UCX's internal headers include valgrind/memcheck.h, which is not installed (Debian: apt-get install valgrind)])])])
+
     # ABI-relevant definitions, read off the installed libraries.
     ucx_libucs="$UCX_LIBDIR/libucs.so.0"
     AS_IF([test -r "$ucx_libucs"], [],

@@ -1965,7 +1965,8 @@ bool preempted(const Figure &f)
 // Prints a finished row as it comes, with its notes, so a long run shows progress.
 void report(const Row &r)
 {
-    for (const auto &side : {std::make_pair("srcnic", &r.engine), std::make_pair(r.floor, &r.udp)}) {
+    const std::pair<const char *, const Figure *> sides[] = {{"srcnic", &r.engine}, {r.floor, &r.udp}};
+    for (const auto &side : sides) {
         const Figure &f = *side.second;
         if (!f.ran) {
             continue;
@@ -2081,14 +2082,15 @@ int main(int argc, char **argv)
                 sides.push_back({&write, [&](uint32_t) { return engine_bandwidth(o, size, true); }});
             }
             run_blocks(o, stream_blocks, std::move(sides));
-            for (auto op : {std::make_pair("SEND ", &send), std::make_pair("WRITE ", &write)}) {
+            const std::pair<const char *, StreamPool *> ops[] = {{"SEND ", &send}, {"WRITE ", &write}};
+            for (const auto &op : ops) {
                 rows.push_back(stream_row({"bandwidth " + std::string(op.first) + size_name(size), "GB/s",
                                            Better::kHigher, 0.9, {}, {}},
                                           *op.second, floor, 1e9));
             }
             if (o.run_udp && o.crc_floor) {
                 // Informative (no aim): the engine against a floor that makes its integrity check.
-                for (auto op : {std::make_pair("SEND ", &send), std::make_pair("WRITE ", &write)}) {
+                for (const auto &op : ops) {
                     rows.push_back(stream_row({"bandwidth " + std::string(op.first) + size_name(size) + " /crc",
                                                "GB/s", Better::kHigher, NAN, {}, {}, "udp+crc"},
                                               *op.second, crc_floor, 1e9));

@@ -37,6 +37,22 @@ linked_source_tree() {
     echo "$1/configure"
 }
 
+# ompi_major: the major version of the Open MPI behind $MPIRUN (4, 5, ...; empty without one).
+ompi_major() {
+    "${MPIRUN:-mpirun}" --version 2>/dev/null |
+        sed -n 's/.*(Open MPI) \([0-9][0-9]*\)\..*/\1/p' | head -n 1
+}
+
+# mpi_oversubscribe: let mpirun start more ranks than the machine has cores. Open MPI 4 reads
+# it as the rmaps parameter; Open MPI 5's launcher (PRRTE) as a modifier of its mapping policy
+# (mpirun --map-by :OVERSUBSCRIBE), and ignores the former.
+mpi_oversubscribe() {
+    case "$(ompi_major)" in
+    ''|[0-4]) export OMPI_MCA_rmaps_base_oversubscribe=1 ;;
+    *) export PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe ;;
+    esac
+}
+
 # The preload list for the module: a sanitizer build needs its runtimes first.
 module_preload() {
     if [ -n "${SANITIZERS:-}" ]; then

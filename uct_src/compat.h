@@ -167,6 +167,15 @@ static inline void uct_src_md_attr_fill(uct_src_md_attr_t *attr, const uct_src_m
 
 /* --- interface: reachability and connections -------------------------------------------- */
 
+/* UCX 1.14 and later: an interface that reaches other hosts says so (UCT_IFACE_FLAG_INTER_NODE),
+ * and UCP's network-only worker address (UCP_WORKER_ADDRESS_FLAG_NET_ONLY, which Open MPI 5's
+ * pml/ucx gives the peers on other nodes) holds only such interfaces. UCX 1.13 has no flag. */
+#ifdef UCT_IFACE_FLAG_INTER_NODE
+#  define UCT_SRC_IFACE_FLAG_INTER_NODE UCT_IFACE_FLAG_INTER_NODE
+#else
+#  define UCT_SRC_IFACE_FLAG_INTER_NODE 0
+#endif
+
 /* A reachability question, whichever way UCX asked it. */
 typedef struct uct_src_reach_query {
     const uct_device_addr_t *dev_addr;       /* NULL if not given */

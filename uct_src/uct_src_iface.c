@@ -239,6 +239,10 @@ static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
                             UCT_IFACE_FLAG_CB_SYNC |
                             UCT_IFACE_FLAG_ERRHANDLE_PEER_FAILURE |
                             UCT_IFACE_FLAG_EP_CHECK;
+    if (!iface->is_loopback) {
+        /* a network device's interface reaches other hosts; loopback only this one */
+        attr->cap.flags |= UCT_SRC_IFACE_FLAG_INTER_NODE;
+    }
     attr->cap.event_flags = UCT_IFACE_FLAG_EVENT_SEND_COMP |
                             UCT_IFACE_FLAG_EVENT_RECV |
                             UCT_IFACE_FLAG_EVENT_FD;

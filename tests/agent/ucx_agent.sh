@@ -48,7 +48,8 @@ SRC_CS_LOOPBACK_ONLY=1 run_bounded 300 sh "$top_srcdir/tests/ucp/client_server.s
 
 # MPI jobs through srcrun --agent (which finds this agent answering and leaves it running).
 if [ -n "${MPIRUN:-}" ] && [ -x "$top_builddir/tests/mpi/mpi_check" ]; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    mpi_oversubscribe
     for np in 2 4 8; do
         before=$(attaches)
         LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=lo \

@@ -5,7 +5,8 @@
 
 srcrun="$top_builddir/contrib/srcrun"
 prog="$top_builddir/tests/mpi/mpi_check"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpi_oversubscribe
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
@@ -31,6 +32,18 @@ case "$first" in key=|key=0) fail "no job key drawn: '$first'" ;; esac
 set_key=$(UCX_SRC_JOB_KEY=7 keys)
 [ "$set_key" = "key=7" ] || fail "a job key set by the caller was replaced: '$set_key'"
 echo "job keys: one per launch ($first, $second), the caller's kept"
+
+# The installed MCA parameter file selects what srcrun selects, given to mpirun --tune (with the
+# module and the UCX variables passed by hand): Open MPI 4.1 reads it as a parameter file, Open
+# MPI 5 (PRRTE) wants param=value lines.
+LD_PRELOAD=$(module_preload) UCX_TLS=src,self UCX_NET_DEVICES=lo \
+    run_bounded 300 "$MPIRUN" --tune "$top_srcdir/contrib/srcucx-mca-params.conf" \
+    -x LD_PRELOAD -x UCX_TLS -x UCX_NET_DEVICES -x UCX_SRC_MODE -np 2 \
+    --mca pml_base_verbose 10 "$prog" >out.txt 2>&1 ||
+    { cat out.txt; fail "MPI job with mpirun --tune srcucx-mca-params.conf failed"; }
+grep -q "selected ucx" out.txt || { cat out.txt; fail "--tune srcucx-mca-params.conf did not select pml/ucx"; }
+grep -q "mpi_check: 2 ranks passed" out.txt || { cat out.txt; fail "mpi_check did not pass under --tune"; }
+echo "PASS: mpirun --tune srcucx-mca-params.conf (Open MPI $(ompi_major))"
 
 # The MPI jobs: ranks must run on pml/ucx (OMPI_MCA_pml=ucx makes MPI_Init fail otherwise)
 # over the src transport only (plus self, and sm in one variant), on the loopback device (tests

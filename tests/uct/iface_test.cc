@@ -63,6 +63,8 @@ std::string flag_names(uint64_t flags)
     return os.str();
 }
 
+// (On lo: no UCT_IFACE_FLAG_INTER_NODE, which a network device's interface has where UCX defines
+// it; tests/cluster/netns_mpi.sh needs it under Open MPI 5.)
 TEST_F(UctSrc, iface_query__caps_flags_advertised_exactly)
 {
     const uint64_t expected = UCT_IFACE_FLAG_CONNECT_TO_IFACE |
@@ -181,11 +183,17 @@ TEST_F(UctSrc, ep_create__sends_nothing)
     const uint64_t tx_before = uct_src_test_counter(a_.iface, "TX_PACKETS");
     const uint64_t rx_before = uct_src_test_counter(b_.iface, "RX_PACKETS");
     ASSERT_NE(UINT64_MAX, tx_before) << "no TX_PACKETS counter";
-    EXPECT_EQ(0u, tx_before) << "the fixture's ep_create sent packets";
     // An ep may reserve its peer's slot in the engine, one per remote engine, never one per ep.
     const unsigned conns_a = uct_src_test_num_connections(a_.iface);
     const unsigned conns_b = uct_src_test_num_connections(b_.iface);
-    EXPECT_LE(conns_a, 1u);
+    // An embedded engine is this test's own. The node agent's is shared with every test before
+    // this one (in whatever order the build registered them: GCC 14's build runs the active
+    // message tests first): its counters and connections are theirs too, so only the changes
+    // below count there.
+    if (!agent_mode()) {
+        EXPECT_EQ(0u, tx_before) << "the fixture's ep_create sent packets";
+        EXPECT_LE(conns_a, 1u);
+    }
 
     std::vector<uct_ep_h> eps;
     for (int i = 0; i < 100; ++i) {

@@ -3,12 +3,19 @@
 # level (-x src -d lo: active messages short/short-iov/bcopy/zcopy, put, get) and UCP level
 # (UCX_TLS=src,self: tag matching eager and rendezvous, sync, active messages, RMA, stream, the
 # error-handling and wake-up modes). Each test must complete and print its final figures.
+# Server and client find each other over a socket: a ucx_perftest built with MPI (Debian 13's)
+# takes the MPI run-time whenever stdin is no terminal, and then wants to be one of exactly two
+# ranks of an mpirun job, unless given -P 0, which one built without MPI (Debian 12's) refuses.
 . "$top_srcdir/tests/common.sh"
 
 command -v ucx_perftest >/dev/null || { echo "SKIP: ucx_perftest not installed"; exit 77; }
 command -v ss >/dev/null || { echo "SKIP: ss not installed"; exit 77; }
 export UCX_NET_DEVICES=lo
 preload=$(module_preload)
+nompi=
+if ucx_perftest -h </dev/null 2>&1 | grep -q 'disable/enable MPI mode'; then
+    nompi="-P 0"
+fi
 # Below the kernel's ephemeral range (32768 and up by default), where no outgoing connection of
 # another test takes the port; a server that still finds it taken moves to the next.
 port=$((20000 + $$ % 10000))
@@ -21,7 +28,7 @@ run() {
     binds=0
     while :; do
         port=$((port + 1))
-        LD_PRELOAD=$preload timeout --kill-after=5 120 ucx_perftest -p $port "$@" >"$log.srv" 2>&1 &
+        LD_PRELOAD=$preload timeout --kill-after=5 120 ucx_perftest $nompi -p $port "$@" >"$log.srv" 2>&1 &
         srv=$!
         tries=0
         until ss -ltn "sport = :$port" | grep -q LISTEN; do
@@ -36,11 +43,11 @@ run() {
             cat "$log.srv"; fail "$name: server exited"
         fi
     done
-    if ! LD_PRELOAD=$preload timeout --kill-after=5 120 ucx_perftest 127.0.0.1 -p $port "$@" \
+    if ! LD_PRELOAD=$preload timeout --kill-after=5 120 ucx_perftest $nompi 127.0.0.1 -p $port "$@" \
             >"$log" 2>&1; then
         kill $srv 2>/dev/null; wait $srv 2>/dev/null || true
         cat "$log" "$log.srv"; rm -f "$log.srv"
-        fail "$name failed: ucx_perftest $*"
+        fail "$name failed: ucx_perftest $nompi $*"
     fi
     wait $srv || { cat "$log.srv"; rm -f "$log.srv"; fail "$name: server failed"; }
     rm -f "$log.srv"
