@@ -87,7 +87,7 @@ srcnic_config_t engine_config()
     std::snprintf(c.bind_addr, sizeof(c.bind_addr), "127.0.0.1");
     // Small engines, so that hundreds of processes fit: 2 KiB datagrams, few buffers.
     c.mtu = 2048;
-    c.rx_buffers = 256;
+    c.rx_buffers = 512;
     c.max_inflight = 512;
     c.sock_buf = 1u << 20;
     c.peer_sockets = 0;
@@ -434,7 +434,9 @@ int main(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
     signal(SIGPIPE, SIG_IGN);
-    srcnic_log_set_level(SRCNIC_LOG_LEVEL_ERROR);
+    if (std::getenv("SRCNIC_LOG_LEVEL") == nullptr) {
+        srcnic_log_set_level(SRCNIC_LOG_LEVEL_ERROR);
+    }
     std::printf("# dc_udp_bench: one engine per process over UDP on 127.0.0.1, %u rounds; "
                 "one-way latency of an 8 B echo (median, p99, us), echoes/s with %u outstanding\n",
                 rounds, kWindow);
