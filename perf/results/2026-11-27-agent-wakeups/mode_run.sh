@@ -1,9 +1,10 @@
 #!/bin/bash
+# usage: [MODE=agent|embedded] mode_run.sh BUILD TAG   (default agent: a srcd of BUILD on its own socket)
 # usage: run.sh BUILD TAG : one round of agent-mode ucx_perftest on loopback
 b=$1; tag=$2; sock=@abx-$tag-$$
 $b/src/srcd -s $sock --pid-file /tmp/abx/$tag.pid --log-file /tmp/abx/$tag.srcd.log || exit 1
 port=$((30000 + RANDOM % 2000))
-export LD_PRELOAD=$b/uct_src/.libs/libuct_src.so UCX_SRC_MODE=$MODE UCX_SRC_AGENT_SOCKET=$sock UCX_TLS=src,self UCX_NET_DEVICES=lo
+export LD_PRELOAD=$b/uct_src/.libs/libuct_src.so UCX_SRC_MODE=${MODE:-agent} UCX_SRC_AGENT_SOCKET=$sock UCX_TLS=src,self UCX_NET_DEVICES=lo
 one() { # test size iters
   port=$((port+1))
   timeout 120 ucx_perftest -p $port -c 0 >/dev/null 2>&1 &
