@@ -1,6 +1,5 @@
 #!/bin/bash
 # usage: [MODE=agent|embedded] mode_run.sh BUILD TAG   (default agent: a srcd of BUILD on its own socket)
-# usage: run.sh BUILD TAG : one round of agent-mode ucx_perftest on loopback
 b=$1; tag=$2; sock=@abx-$tag-$$
 $b/src/srcd -s $sock --pid-file /tmp/abx/$tag.pid --log-file /tmp/abx/$tag.srcd.log || exit 1
 port=$((30000 + RANDOM % 2000))
