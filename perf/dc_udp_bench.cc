@@ -57,6 +57,13 @@ uint64_t now_ns()
     std::exit(1);
 }
 
+// Engine log lines name their process and time (many processes share one stderr).
+void log_line(srcnic_log_level_t, const char *file, int line, const char *msg, void *)
+{
+    std::fprintf(stderr, "[%d %.6f %s:%d] %s\n", static_cast<int>(getpid()),
+                 static_cast<double>(now_ns()) / 1e9, file, line, msg);
+}
+
 struct Endpoint {           // what a process tells the other side through a pipe
     srcnic_nic_addr_t addr;
     uint32_t qpn;
@@ -231,6 +238,7 @@ public:
             if (pipe(up) != 0 || pipe(down) != 0) {
                 die("pipe (raise the descriptor limit for this many peers)");
             }
+            std::fflush(stdout);   // (a peer's exit would write what is buffered again)
             const pid_t pid = fork();
             if (pid < 0) {
                 die("fork");
@@ -414,18 +422,31 @@ int main(int argc, char **argv)
 {
     std::vector<unsigned> peers = {1, 16, 64, 256};
     unsigned rounds = 2000;
+    std::string only;   // --modes: run only the modes named (a comma-separated list)
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--peers") && i + 1 < argc) {
             peers = parse_list(argv[++i]);
         } else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) {
             rounds = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+        } else if (!std::strcmp(argv[i], "--modes") && i + 1 < argc) {
+            only = std::string(",") + argv[++i] + ",";
         } else {
-            std::fprintf(stderr, "usage: dc_udp_bench [--peers 1,16,64,256] [--rounds 2000]\n");
+            std::fprintf(stderr, "usage: dc_udp_bench [--peers 1,16,64,256] [--rounds 2000] "
+                                 "[--modes conn,dc,budget64]\n");
             return 2;
         }
     }
-    if (peers.empty() || rounds == 0) {
-        std::fprintf(stderr, "dc_udp_bench: --peers takes numbers 1..4096, --rounds at least 1\n");
+    std::string rest = only;   // what remains of --modes once the known names are taken out
+    for (const char *m : {"conn", "dc", "budget64"}) {
+        const std::string key = std::string(",") + m + ",";
+        for (size_t at; (at = rest.find(key)) != std::string::npos;) {
+            rest.erase(at, key.size() - 1);
+        }
+    }
+    const bool modes_ok = rest.find_first_not_of(',') == std::string::npos;
+    if (peers.empty() || rounds == 0 || !modes_ok) {
+        std::fprintf(stderr, "dc_udp_bench: --peers takes numbers 1..4096, --rounds at least 1, "
+                             "--modes names of conn, dc, budget64\n");
         return 2;
     }
     struct rlimit nofile;
@@ -434,6 +455,7 @@ int main(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
     signal(SIGPIPE, SIG_IGN);
+    srcnic_log_set_handler(log_line, nullptr);
     if (std::getenv("SRCNIC_LOG_LEVEL") == nullptr) {
         srcnic_log_set_level(SRCNIC_LOG_LEVEL_ERROR);
     }
@@ -453,6 +475,9 @@ int main(int argc, char **argv)
         for (int pass = 0; pass < 2; ++pass) {
             for (int i = 0; i < 3; ++i) {
                 Mode &m = modes[pass == 0 ? i : 2 - i];
+                if (!only.empty() && only.find(std::string(",") + m.name + ",") == std::string::npos) {
+                    continue;
+                }
                 Hub hub(p, m.budget, m.promote);
                 hub.start_peers();
                 const Result r = hub.run(rounds);
@@ -465,10 +490,16 @@ int main(int argc, char **argv)
             }
         }
         for (const Mode &m : modes) {
+            if (!only.empty() && only.find(std::string(",") + m.name + ",") == std::string::npos) {
+                continue;
+            }
             const Result &r = m.sum;
-            std::printf("%-6u %-9s %10.2f %10.2f %12.0f %8u %10" PRIu64 " %10" PRIu64 "  lat/conn %.2f\n",
-                        p, m.name, r.lat_med_us, r.lat_p99_us, r.rate, r.conns, r.dc_fallbacks,
-                        r.dc_streams, r.lat_med_us / modes[0].sum.lat_med_us);
+            std::printf("%-6u %-9s %10.2f %10.2f %12.0f %8u %10" PRIu64 " %10" PRIu64, p, m.name,
+                        r.lat_med_us, r.lat_p99_us, r.rate, r.conns, r.dc_fallbacks, r.dc_streams);
+            if (modes[0].sum.lat_med_us > 0) {   // conn ran
+                std::printf("  lat/conn %.2f", r.lat_med_us / modes[0].sum.lat_med_us);
+            }
+            std::printf("\n");
         }
         std::fflush(stdout);
     }

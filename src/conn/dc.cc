@@ -45,11 +45,8 @@ SRCNIC_HOT Connection *Nic::route(srcnic_dest_t dest, srcnic_status_t *status, b
         Connection *c = conn_by_id(r->conn);
         if (__builtin_expect(c == nullptr && r->conn == 0, 0)) {
             // Closed by agreement (demoted, §8.6): a connection again, or DC beyond the budget.
-            c = conn_open(r->addr, r->nic);
-            if (c != nullptr) {
-                c->peer_secret = r->secret;
-                r->conn = c->id;
-            } else if (config_.num_dci != 0) {
+            c = conn_for(*r);
+            if (c == nullptr && config_.num_dci != 0) {
                 r->dc = true;   // (promoted again when it stays busy)
                 count(SRCNIC_CNT_DC_FALLBACKS);
                 return route(dest, status, request);
@@ -135,6 +132,20 @@ bool Nic::promote(Remote &r, uint64_t now)
     if (d != nullptr) {
         dci_release(d);
     }
+    Connection *c = conn_for(r);
+    if (c == nullptr) {
+        r.no_promote_until = now + kPromoteBackoffNs;
+        return true;
+    }
+    r.dc = false;
+    r.dc_recent = 0;
+    count(SRCNIC_CNT_DC_PROMOTED);
+    SRCNIC_LOG_DEBUG("%s promoted from DC to connection %u", r.addr.to_string().c_str(), c->id);
+    return true;
+}
+
+Connection *Nic::conn_for(Remote &r)
+{
     Connection *c = nullptr;
     if (auto it = conn_by_addr_.find(r.addr); it != conn_by_addr_.end()) {
         c = conns_[it->second].get();   // the peer opened one to us meanwhile
@@ -145,17 +156,11 @@ bool Nic::promote(Remote &r, uint64_t now)
     if (c == nullptr) {
         c = conn_open(r.addr, r.nic);
     }
-    if (c == nullptr) {
-        r.no_promote_until = now + kPromoteBackoffNs;
-        return true;
+    if (c != nullptr) {
+        c->peer_secret = r.secret;   // (one the peer opened has none yet)
+        r.conn = c->id;
     }
-    c->peer_secret = r.secret;
-    r.dc = false;
-    r.conn = c->id;
-    r.dc_recent = 0;
-    count(SRCNIC_CNT_DC_PROMOTED);
-    SRCNIC_LOG_DEBUG("%s promoted from DC to connection %u", r.addr.to_string().c_str(), c->id);
-    return true;
+    return c;
 }
 
 bool Nic::demote_one(uint64_t now)

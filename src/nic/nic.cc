@@ -513,25 +513,17 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
     r->nic = remote.incarnation;
     r->secret = remote.secret;
     if (!r->dc && conn_by_id(r->conn) == nullptr) {
-        Connection *c = nullptr;
-        if (auto it = conn_by_addr_.find(la); it != conn_by_addr_.end()) {
-            c = conns_[it->second].get();   // the peer opened one
-            if (c->peer_nic != remote.incarnation) {
-                // The address now belongs to a new incarnation: the old peer is gone.
-                conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
-                c = nullptr;
+        if (auto it = conn_by_addr_.find(la); it != conn_by_addr_.end() &&
+                                              conns_[it->second]->peer_nic != remote.incarnation) {
+            // The address now belongs to a new incarnation: the old peer is gone.
+            conn_fail(conns_[it->second].get(), SRCNIC_ERR_CONNECTION_RESET);
+        }
+        if (conn_for(*r) == nullptr) {
+            if (config_.num_dci == 0) {
+                return SRCNIC_ERR_NO_RESOURCE;
             }
-        }
-        if (c == nullptr) {
-            c = conn_open(la, remote.incarnation);
-        }
-        if (c != nullptr) {
-            r->conn = c->id;
-        } else if (config_.num_dci != 0) {
             r->dc = true;   // the budget is spent: over DC (§8.1)
             count(SRCNIC_CNT_DC_FALLBACKS);
-        } else {
-            return SRCNIC_ERR_NO_RESOURCE;
         }
     }
     if (!r->dc) {

@@ -417,6 +417,45 @@ TEST_F(Dc, close_ask__with_a_packet_not_received_here_is_refused)
     EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_CONN_DEMOTED));
 }
 
+TEST_F(Dc, closed_by_agreement__the_peer_opens_again_first__our_requests_join_its_connection)
+{
+    // The Nic has a destination on the peer; the peer closes the connection by agreement and
+    // opens a new one before the Nic sends again. Two NICs keep one connection between them:
+    // a second (its SYN naming another connection of ours) would fail the first at the peer.
+    const srcnic_dest_t dest = dest_to_peer();
+    open_connection();
+    Counters before(*nic_);
+    close_ask(2);
+    Packet answer;
+    ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer));
+    ASSERT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), answer.h.imm);
+    ASSERT_EQ(0u, nic_->num_connections());
+    // receive a SYN SEND of the peer's new connection / expect it opened and acknowledged
+    peer_->conn_id(peer_->conn_id() + 1);
+    peer_->nic_conn(0);
+    open_connection();
+    const uint32_t opened = peer_->nic_conn();
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_OPENED));
+    // post a SEND on the destination / expect it on that connection: no SYN, the peer's new id
+    uint32_t v = 9;
+    srcnic_wqe_t w = {};
+    w.wr_id = 70;
+    w.opcode = SRCNIC_OP_SEND;
+    w.dest = dest;
+    w.num_sge = 1;
+    w.u.sge[0].addr = reinterpret_cast<uint64_t>(&v);
+    w.u.sge[0].length = 4;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    EXPECT_EQ(0u, p.h.flags & kFlagSyn);
+    EXPECT_EQ(peer_->conn_id(), p.h.dst_conn);
+    EXPECT_EQ(opened, p.h.src_conn);
+    EXPECT_EQ(1u, nic_->num_connections());
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_OPENED));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_CONN_FAILED));
+}
+
 } // namespace
 } // namespace test
 } // namespace srcnic

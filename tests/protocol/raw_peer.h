@@ -157,6 +157,8 @@ public:
     const LinkAddr &local_addr() const { return link_->local_addr(); }
     uint64_t incarnation() const { return incarnation_; }
     uint32_t conn_id() const { return conn_id_; }
+    // This peer's own connection id from now on (src_conn of later headers): a new connection.
+    void conn_id(uint32_t id) { conn_id_ = id; }
     // The Nic's connection id as this peer knows it (dst_conn of later headers).
     void nic_conn(uint32_t id) { nic_conn_ = id; }
     uint32_t nic_conn() const { return nic_conn_; }
