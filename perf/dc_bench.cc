@@ -17,9 +17,15 @@
 //   state     the hub's per-peer state from its own accounting (Nic::state_bytes): NIC contexts
 //             (connections, DCIs, DC target contexts, their active halves held or pooled,
 //             closed-table entries) and, apart, the
-//             address handles (one per remote engine a destination names).
+//             address handles (one per remote engine a destination names). Read twice: right
+//             after the traffic (`nic_state_B`), when the peers last progressed long ago and
+//             their quiet streams are not closed yet, and settled (`settled_B`): once every
+//             engine has progressed after the DC quiet time, as engines that progress on their
+//             own would have (a quiet DCI releases its stream with DC_CLOSE, which takes the
+//             stream out of the target's closed table, PROTOCOL.md §8.5).
 // Every message is checked (length, completion status); a stall beyond the watchdog is an error.
 // Exits 0 whether or not the aims are met, 1 on an error, 2 on bad usage.
+#include "core/nic_config.h"
 #include "link/loopback_link.h"
 #include "nic/nic.h"
 #include "send8.h"
@@ -164,7 +170,7 @@ bool await(Nic *a, Nic *b, Qp *qp, srcnic_opcode_t op)
 
 struct Result {
     double lat_med_us = 0, lat_p99_us = 0, rate = 0;
-    Nic::StateBytes state;
+    Nic::StateBytes state, settled;
     uint64_t streams = 0, fallbacks = 0, promoted = 0;
     unsigned conns = 0;
 };
@@ -253,6 +259,29 @@ Result run(size_t npeers, uint32_t budget, bool promote, unsigned rounds)
     }
     res.rate = msgs / ((now_ns_() - t0) / 1e9);
     res.state = bed.hub->state_bytes();
+    // Settled: past the DC quiet time, every peer progresses (its quiet DCI, one looked at per
+    // call, sends DC_CLOSE), then the hub, often enough to take every DC_CLOSE and to look at
+    // each of its DCIs.
+    const uint64_t quiet_end = now_ns_() + 2 * kDcMinQuietNs;
+    while (now_ns_() < quiet_end) {
+        bed.hub->progress();
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+        for (auto &p : bed.peers) {
+            p->progress();
+        }
+        for (size_t i = 0; i < 4 * 32 + npeers; ++i) {   // (32 DCIs by default)
+            bed.hub->progress();
+        }
+    }
+    res.settled = bed.hub->state_bytes();
+    if (std::getenv("DC_BENCH_BREAKDOWN")) {
+        for (const Nic::StateBytes *b : {&res.state, &res.settled}) {
+        std::fprintf(stderr, "%s %zu peers budget %u: conns %zu dcis %zu dcts %zu active %zu closed %zu\n",
+                     b == &res.state ? "after" : "settled",
+                     npeers, budget, b->connections, b->dcis, b->dc_targets, b->active, b->closed);
+        }
+    }
     res.streams = bed.hub->counter(SRCNIC_CNT_DC_STREAMS);
     res.fallbacks = bed.hub->counter(SRCNIC_CNT_DC_FALLBACKS);
     res.promoted = bed.hub->counter(SRCNIC_CNT_DC_PROMOTED);
@@ -304,8 +333,8 @@ int main(int argc, char **argv)
     }
     g_rbufs.resize(256);
     srcnic_log_set_level(SRCNIC_LOG_LEVEL_ERROR);
-    std::printf("%-9s %6s %5s %8s %9s %9s %11s %9s %12s %11s %11s %10s %9s\n", "mode", "peers", "conns",
-                "streams", "lat_us", "p99_us", "rate_msg/s", "dc/conn", "nic_state_B", "B/peer",
+    std::printf("%-9s %6s %5s %8s %9s %9s %11s %9s %12s %11s %10s %11s %10s %9s\n", "mode", "peers", "conns",
+                "streams", "lat_us", "p99_us", "rate_msg/s", "dc/conn", "nic_state_B", "B/peer", "settled_B",
                 "addr_hdl_B", "fallbacks", "promoted");
     const char *modes[3] = {"conn", "dc", "budget64"};
     for (size_t p : peers) {
@@ -336,12 +365,15 @@ int main(int argc, char **argv)
         for (int m = 0; m < 3; ++m) {
             const char *mode = modes[m];
             const Result &r = res[m];
-            const size_t nic = r.state.connections + r.state.dcis + r.state.dc_targets + r.state.active + r.state.closed;
-            std::printf("%-9s %6zu %5u %8" PRIu64 " %9.2f %9.2f %11.0f %9.2f %12zu %11.1f %11zu %10" PRIu64
+            auto nic_of = [](const Nic::StateBytes &b) {
+                return b.connections + b.dcis + b.dc_targets + b.active + b.closed;
+            };
+            const size_t nic = nic_of(r.state);
+            std::printf("%-9s %6zu %5u %8" PRIu64 " %9.2f %9.2f %11.0f %9.2f %12zu %11.1f %10zu %11zu %10" PRIu64
                         " %9" PRIu64 "\n",
                         mode, p, r.conns, r.streams, r.lat_med_us, r.lat_p99_us, r.rate,
                         r.lat_med_us / conn.lat_med_us, nic, static_cast<double>(nic) / p,
-                        r.state.remotes, r.fallbacks, r.promoted);
+                        nic_of(r.settled), r.state.remotes, r.fallbacks, r.promoted);
             std::fflush(stdout);
         }
     }

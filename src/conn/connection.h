@@ -188,9 +188,11 @@ struct alignas(64) ConnActive {
     uint32_t unacked_rx_bytes = 0; //   and their payload bytes
     uint64_t ack_since_ns = 0;     // when ack_pending became true
     uint32_t reorder_count = 0;    // buffered out-of-order packets
-    uint32_t reorder_cap = 0;      // slots allocated in reorder (>= window)
+    uint32_t reorder_cap = 0;      // slots allocated in reorder (0, or >= window)
     std::unique_ptr<int32_t[]> reorder;   // window slots: rx buffer index or -1 (a packet's
-                                          // length is in its header)
+                                          // length is in its header); allocated with the
+                                          // first packet out of order (Nic::reorder_slots),
+                                          // read only while reorder_count != 0
     struct Inbound {
         bool active = false;       // a multi-packet message is being received
         bool discard = false;      // refused: consume its remaining packets silently

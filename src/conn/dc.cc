@@ -8,6 +8,7 @@
 #include "core/nic_config.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace srcnic {
 
@@ -550,23 +551,48 @@ Nic::StateBytes Nic::state_bytes() const
     }
     // An entry: its key and value (a hash table's own overhead not counted; a NIC's table
     // would be a flat array of such entries).
-    b.closed = closed_.size() * (sizeof(ClosedKey) + sizeof(Closed)) + refused_.size() * sizeof(ClosedKey);
+    b.closed = closed_.size() * (sizeof(ClosedKey) + sizeof(Closed)) + refused_.bytes();
     b.remotes = remotes_.size() * sizeof(Remote);
     b.stats = conn_stats_.size() * sizeof(ConnStats);
     b.qps = (qps_.size() - free_qp_slots_.size()) * sizeof(QpContext);
     return b;
 }
 
+namespace {
+
+// A refused connection's key as bytes for the refused set's hash: the address as LinkAddr
+// compares it (an IPv4 address's unused bytes left out), the incarnation, the connection id.
+struct RefusedBytes {
+    uint8_t b[40];
+    size_t len = 0;
+    RefusedBytes(const LinkAddr &addr, uint64_t nic, uint32_t id)
+    {
+        put(&addr.family, 1);
+        put(&addr.port, 2);
+        put(&addr.scope_id, 4);
+        put(addr.ip, addr.family == LinkAddr::kFamilyInet ? 4 : 16);
+        put(&nic, 8);
+        put(&id, 4);
+    }
+    void put(const void *p, size_t n)
+    {
+        std::memcpy(b + len, p, n);
+        len += n;
+    }
+};
+
+} // namespace
+
 void Nic::refused_add(const ClosedKey &k)
 {
-    const size_t cap = refused_fifo_.size();
-    ClosedKey &slot = refused_fifo_[refused_next_];
-    if (slot.id != 0) {
-        refused_.erase(slot);
-    }
-    slot = k;
-    refused_[k] = 1;
-    refused_next_ = (refused_next_ + 1) % cap;
+    const RefusedBytes key(k.addr, k.nic, k.id);
+    refused_.add(key.b, key.len, now());
+}
+
+bool Nic::was_refused(const ClosedKey &k)
+{
+    const RefusedBytes key(k.addr, k.nic, k.id);
+    return refused_.maybe_contains(key.b, key.len, now());
 }
 
 } // namespace srcnic

@@ -156,7 +156,7 @@ void Nic::conn_fail(Connection *c, srcnic_status_t status)
 void Nic::conn_release(Connection *c)
 {
     if (ConnActive *a = c->act) {
-        for (uint32_t i = 0; i < a->window; ++i) {
+        for (uint32_t i = 0; a->reorder_count != 0 && i < a->window; ++i) {
             if (a->reorder[i] >= 0) {
                 buf_free(a->reorder[i]);
                 a->reorder[i] = -1;
@@ -250,13 +250,9 @@ uint16_t Nic::gen_for(uint32_t slot, uint16_t n) const
 ConnActive *Nic::engage_slow(Connection *c)
 {
     ConnActive *a = act_free_;
-    std::unique_ptr<int32_t[]> reorder;
-    uint32_t cap = 0;
     if (a != nullptr) {
         act_free_ = a->next_free;
         --act_free_count_;
-        reorder = std::move(a->reorder);   // all -1 (a half is given back with none held)
-        cap = a->reorder_cap;
         *a = ConnActive();
     } else {
         a = new ConnActive();
@@ -266,13 +262,7 @@ ConnActive *Nic::engage_slow(Connection *c)
     a->full_window = full_window_for(c->seg_payload);
     a->ack_bytes = static_cast<uint32_t>(
         std::min<uint64_t>(UINT32_MAX, static_cast<uint64_t>(a->full_window) * c->seg_payload / 4));
-    if (cap < a->window) {
-        cap = a->window;
-        reorder.reset(new int32_t[cap]);
-        std::fill(reorder.get(), reorder.get() + cap, -1);
-    }
-    a->reorder = std::move(reorder);
-    a->reorder_cap = cap;
+    // (The reorder slots come with the first packet out of order: reorder_slots.)
     // Idle, everything sent was acknowledged: every transmit PSN is the next one.
     a->send_psn = a->acked_psn = a->resend_psn = a->resend_end = c->next_psn;
     a->sack_base = c->next_psn;
@@ -307,11 +297,25 @@ void Nic::disengage(Connection *c)
     act_put(c);
 }
 
+int32_t *Nic::reorder_slots(ConnActive *a)
+{
+    if (a->reorder_cap < a->window) {
+        a->reorder.reset(new int32_t[a->window]);
+        std::fill(a->reorder.get(), a->reorder.get() + a->window, -1);
+        a->reorder_cap = a->window;
+    }
+    return a->reorder.get();
+}
+
 void Nic::act_put(Connection *c)
 {
     ConnActive *a = c->act;
     c->act = nullptr;
     --act_held_;
+    // Its reorder slots go: most halves never need any (packets arrive in order), and a
+    // kept half is small without them.
+    a->reorder.reset();
+    a->reorder_cap = 0;
     if (act_free_count_ >= kActiveKeep) {
         delete a;
         return;

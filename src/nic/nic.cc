@@ -65,7 +65,17 @@ srcnic_status_t Nic::init()
     closed_linger_ns_ = static_cast<uint64_t>(config_.peer_timeout_ms) * 1000000 +
                         static_cast<uint64_t>(config_.rto_max_us) * 1000;
     closed_fifo_.resize(static_cast<size_t>(std::max(1u, config_.dc_targets)) * kDcClosedPerTarget);
-    refused_fifo_.resize(closed_fifo_.size());
+    if (config_.dc_targets != 0) {
+        // Sized for as many refusals within a linger as the closed table has entries, at 8
+        // bits each (2 % false positives there; more beyond, never a miss).
+        size_t bits = 1024;
+        while (bits < closed_fifo_.size() * 8 && bits < (size_t{1} << 24)) {
+            bits *= 2;
+        }
+        SipKey refused_key;
+        os_random(&refused_key, sizeof(refused_key));
+        refused_ = RefusedSet(bits, closed_linger_ns_, refused_key);
+    }
 
     // Automatic: the link's datagram size (65000 bytes on loopback). The packet buffers are
     // reserved, not touched: a page becomes resident only when a datagram is written to it,

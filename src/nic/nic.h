@@ -12,6 +12,7 @@
 #define SRCNIC_NIC_NIC_H
 
 #include "conn/connection.h"
+#include "conn/refused_set.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/secure_random.h"
@@ -299,6 +300,8 @@ private:
     // nothing owed, no timer, not closing (called as c leaves the active list).
     void disengage(Connection *c);
     void act_put(Connection *c);   // gives c's half back (kept or freed)
+    // a's reorder slots, allocated (all -1) if it has none yet.
+    int32_t *reorder_slots(ConnActive *a);
     ConnStats &stats_of(const Connection *c) { return conn_stats_[c->id & 0xffff]; }
     // The timeout c would start with now (its current one while active).
     uint32_t rto_of(const Connection *c) const;
@@ -431,9 +434,11 @@ private:
     bool closed_room(uint64_t now);
     // Adds an entry (the oldest goes if the table is full: call closed_room first).
     void closed_add(const ClosedKey &k, Closed v, uint64_t now);
-    // Connections refused with USE_DC, remembered (the oldest forgotten first) so that a
-    // duplicate of their packets does not open one once a slot is free (§8.1).
+    // Connections refused with USE_DC, remembered at least closed_linger_ns_ so that a
+    // duplicate of their packets does not open one once a slot is free (§8.1); was_refused
+    // may also say yes, rarely, for one never refused (it is then refused too).
     void refused_add(const ClosedKey &k);
+    bool was_refused(const ClosedKey &k);
 
     // --- requester (requester.cc): QP send rings -> connection FIFOs ---
     unsigned requester_take();
@@ -683,9 +688,7 @@ private:
     std::vector<uint32_t> dcts_;         // ids of the DC target contexts (at most dc_targets)
     std::unordered_map<ClosedKey, uint32_t, ClosedKeyHash> dct_by_stream_;   // -> slot
     std::unordered_map<ClosedKey, Closed, ClosedKeyHash> closed_;
-    std::unordered_map<ClosedKey, uint8_t, ClosedKeyHash> refused_;   // (a set)
-    std::vector<ClosedKey> refused_fifo_;   // ring of kDcClosedPerTarget x dc_targets
-    size_t refused_next_ = 0;
+    RefusedSet refused_;   // connections refused with USE_DC (refused_set.h); none without DC
     std::vector<ClosedRef> closed_fifo_;   // ring of kDcClosedPerTarget x dc_targets
     uint64_t closed_seq_ = 0;
     size_t closed_head_ = 0;

@@ -171,13 +171,13 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         // that connection opens it (a duplicate would run again what went over DC), else RST.
         const ClosedKey key{src, h.src_nic, h.src_conn, true};
         const bool dc = config_.dc_targets != 0 && !from_self;
-        const bool was_refused = dc && refused_.count(key) != 0;
-        if (!was_refused) {
+        const bool refused = dc && was_refused(key);
+        if (!refused) {
             c = conn_open(src, h.src_nic, !from_self);
         }
         if (c == nullptr) {
             if (dc) {
-                if (!was_refused) {
+                if (!refused) {
                     refused_add(key);
                 }
                 count(SRCNIC_CNT_USE_DC_SENT);
@@ -249,7 +249,8 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
     }
     if (ahead != 0) {
         const uint32_t slot = psn % c->act->window;
-        if (c->act->reorder[slot] >= 0) {
+        int32_t *reorder = reorder_slots(c->act);
+        if (reorder[slot] >= 0) {
             count(SRCNIC_CNT_DUPLICATES);
             buf_free(buf);
         } else {
@@ -257,7 +258,7 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
             if (data != buf_data(buf)) {
                 std::memcpy(buf_data(buf), data, len);
             }
-            c->act->reorder[slot] = buf;
+            reorder[slot] = buf;
             ++c->act->reorder_count;
             count(SRCNIC_CNT_OUT_OF_ORDER);
         }
@@ -399,6 +400,9 @@ void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
 uint64_t Nic::rx_sack(const Connection *c) const
 {
     uint64_t bits = 0;
+    if (c->act->reorder_count == 0) {
+        return bits;   // (nothing out of order: perhaps no reorder slots either)
+    }
     const uint32_t span = std::min<uint32_t>(64, c->act->window - 1);
     for (uint32_t i = 0; i < span; ++i) {
         const uint32_t psn = c->expected_psn + 1 + i;
