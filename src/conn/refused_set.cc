@@ -7,8 +7,7 @@
 namespace srcnic {
 
 RefusedSet::RefusedSet(size_t bits, uint64_t linger_ns, const SipKey &key)
-    : cur_(std::max<size_t>(bits, 64) / 64), prev_(cur_.size()), mask_(cur_.size() * 64 - 1),
-      linger_ns_(linger_ns), key_(key)
+    : words_(std::max<size_t>(bits, 64) / 64), mask_(words_ * 64 - 1), linger_ns_(linger_ns), key_(key)
 {
     assert((bits & (bits - 1)) == 0);
 }
@@ -37,8 +36,12 @@ void RefusedSet::rotate(uint64_t now)
 
 void RefusedSet::add(const void *data, size_t len, uint64_t now)
 {
-    if (cur_.empty()) {
+    if (words_ == 0) {
         return;
+    }
+    if (cur_.empty()) {
+        cur_.assign(words_, 0);
+        prev_.assign(words_, 0);
     }
     rotate(now);
     const uint64_t h = siphash24(key_, data, len);

@@ -10,7 +10,7 @@
 // one, a lookup asks both, and once the current one is a linger old it becomes the previous one
 // and the previous one is cleared. An entry is held at least one linger and at most two; the
 // memory is the same whatever the number of peers (a table of exact entries grew by 40 bytes a
-// refusal). Beyond the number of entries the filters are sized for, false positives grow, never
+// refusal), and none until the first refusal. Beyond the number of entries the filters are sized for, false positives grow, never
 // false negatives. Keyed with a secret of the NIC's, so that nobody can choose connections that
 // collide.
 #ifndef SRCNIC_CONN_REFUSED_SET_H
@@ -36,7 +36,7 @@ public:
     // Whether the entry may have been added within the last linger: true for every entry
     // added within it; false for all but a small fraction of the others.
     bool maybe_contains(const void *data, size_t len, uint64_t now);
-    // The filters' memory.
+    // The filters' memory (none until the first refusal).
     size_t bytes() const { return (cur_.size() + prev_.size()) * sizeof(uint64_t); }
 
     static constexpr unsigned kHashes = 5;   // optimal for about 8 bits per entry: 2 % false
@@ -44,7 +44,8 @@ public:
 private:
     void rotate(uint64_t now);
 
-    std::vector<uint64_t> cur_, prev_;   // bit arrays
+    std::vector<uint64_t> cur_, prev_;   // bit arrays, allocated by the first add
+    size_t words_ = 0;                   // their size
     size_t mask_ = 0;                    // bits - 1
     uint64_t linger_ns_ = 0;
     uint64_t cur_since_ = 0;             // when cur_ began taking additions

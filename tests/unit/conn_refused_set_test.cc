@@ -1,6 +1,6 @@
 // Unit tests for src/conn/refused_set.cc: no refused connection is forgotten within its linger,
 // however many there are; few others are taken for refused ones; what is two lingers old is
-// gone; the memory does not grow with the entries.
+// gone; the memory is none until the first entry and does not grow with the entries.
 #include "conn/refused_set.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +20,8 @@ void add(RefusedSet &s, uint64_t id, uint64_t now) { s.add(&id, sizeof(id), now)
 TEST(RefusedSet, every_entry_is_held_within_its_linger__far_beyond_the_sizing_too)
 {
     RefusedSet s(kBits, kLinger, kKey);
+    EXPECT_EQ(0u, s.bytes());   // nothing until the first refusal
+    add(s, 1u << 30, 100);
     const size_t bytes = s.bytes();
     EXPECT_EQ(2 * kBits / 8, bytes);
     // 20,000 entries, five times what the filters are sized for, added over most of a linger.
