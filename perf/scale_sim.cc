@@ -192,6 +192,9 @@ struct Run {
     double conns = 0;              // open connections per node
     double connections = 0, dcis = 0, dc_targets = 0, active = 0, closed = 0, qps = 0, remotes = 0;
     double nic_max = 0;
+    double nic_settled = 0;        // NIC state per node once every engine progressed past the
+                                   // DC quiet time after the traffic (settle())
+    double closed_settled = 0;     //   of which closed-table and refused entries
     double per_conn = 0;           // state_bytes().connections / num_connections, all engines
     uint64_t conns_total = 0, conn_bytes_total = 0;   // their sums over all engines
     double rings = 0, app_bufs = 0, pkt_bufs = 0, msg_descs = 0, link_queue = 0, engine_obj = 0;
@@ -290,6 +293,10 @@ private:
     void on_recv(uint32_t r, const srcnic_cqe_t &c);
     void report_stall() const;
     void account(Run *out) const;
+    // Progresses every engine for a few DC quiet times after the traffic, as engines between
+    // bursts would be, and reads the NIC state again (quiet DCIs close their streams, which
+    // takes them out of their targets' closed tables, PROTOCOL.md §8.5).
+    void settle(Run *out);
 
     const Options &o_;
     const Mode mode_;
@@ -643,6 +650,26 @@ void Sim::account(Run *out) const
     out->fabric_full = fs.dropped_queue_full;
 }
 
+void Sim::settle(Run *out)
+{
+    // At least the quiet time, and enough passes for each engine to look at each of its DCIs
+    // (one a progress call) and to take what the others sent.
+    const uint64_t end = now_ns_() + 3 * kDcMinQuietNs;
+    for (unsigned pass = 0; pass < 2 * 32 + 2 || now_ns_() < end; ++pass) {
+        for (Engine &e : engines_) {
+            e.nic->progress();
+        }
+    }
+    double nic = 0, closed = 0;
+    for (const Engine &e : engines_) {
+        const Nic::StateBytes b = e.nic->state_bytes();
+        nic += static_cast<double>(b.connections + b.dcis + b.dc_targets + b.active + b.closed + b.qps);
+        closed += static_cast<double>(b.closed);
+    }
+    out->nic_settled = nic / n_;
+    out->closed_settled = closed / n_;
+}
+
 bool Sim::run(Run *out)
 {
     out->mode = mode_;
@@ -701,6 +728,7 @@ bool Sim::run(Run *out)
     }
     out->err = err_;
     account(out);
+    settle(out);
     out->rss = proc_status_kb("VmRSS:") * 1024;
     out->hwm = proc_status_kb("VmHWM:") * 1024;
     out->rss_node = static_cast<double>(out->rss) / n_;
@@ -782,6 +810,9 @@ void print_run(const Run &r, const Options &o, const PaperConstants &k)
     }
     std::printf("  %-13s %12.0f   = %.4f MB (largest node %.4f MB)\n", "NIC state", r.nic(),
                 mb(r.nic()), mb(r.nic_max));
+    std::printf("  %-13s %12.0f   = %.4f MB, closed %.0f: after %.0f ms more of progress, the DC "
+                "streams that ended closed\n", "settled", r.nic_settled, mb(r.nic_settled),
+                r.closed_settled, 3 * kDcMinQuietNs / 1e6);
     std::printf("  %-13s %12.0f   = %.4f MB, %s\n", "all-to-all", r.a2a(), mb(r.a2a()),
                 !r.a2a_measured() ? "projected: measured bytes per connection x the connections it needs"
                 : r.mode == Mode::kAgentDc && !r.covered ? "as measured (bounded by the budget and the DC pools; this sample reached fewer nodes)"
@@ -861,7 +892,9 @@ bool write_json(const std::string &path, const std::vector<Run> &runs, const Opt
             std::fprintf(f, ", \"%s\": %.1f", c.name, r.*c.field);
         }
         std::fprintf(f, ", \"nic\": %.1f, \"nic_largest_node\": %.1f, \"nic_all_to_all\": %.1f, "
-                     "\"all_to_all_measured\": %s", r.nic(), r.nic_max, r.a2a(), r.a2a_measured() ? "true" : "false");
+                     "\"all_to_all_measured\": %s, \"nic_settled\": %.1f, \"closed_settled\": %.1f",
+                     r.nic(), r.nic_max, r.a2a(), r.a2a_measured() ? "true" : "false", r.nic_settled,
+                     r.closed_settled);
         for (const Column &c : kApartColumns) {
             std::fprintf(f, ", \"%s\": %.1f", c.name, r.*c.field);
         }

@@ -188,6 +188,11 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
         // leaving a closed entry (§8.5).
         if (c->kind == ConnKind::kDct && c->expected_psn == h.psn) {
             apply_ack(c, h.ack_psn);
+            // An acknowledgement still owed is not wanted any more: the initiator holds every
+            // PSN acknowledged (else it would not close). Left owed, it kept the context from
+            // going here, and its eviction later left a closed entry for the whole linger.
+            c->act->ack_pending = c->act->ack_now = false;
+            c->act->unacked_rx = c->act->unacked_rx_bytes = 0;
         }
         if (c->kind == ConnKind::kDct && c->quiet() && c->expected_psn == h.psn) {
             count(SRCNIC_CNT_DC_CLOSED);

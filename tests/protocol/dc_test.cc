@@ -266,6 +266,29 @@ TEST_F(Dc, dc_close__ends_the_context_and_the_stream_is_forgotten)
     EXPECT_EQ(0u, recvs_for(100));
 }
 
+TEST_F(Dc, dc_close__right_behind_a_request_whose_ack_is_still_owed_ends_the_context)
+{
+    const uint32_t ctx = open_stream(*peer_, 3);
+    EXPECT_EQ(1u, recvs_for(100));
+    // receive SEND psn 2 without ACK_REQ (its ack deferred) and DC_CLOSE psn 3 in one burst /
+    // expect the context gone at once (the initiator holds everything acknowledged), without a
+    // closed entry: a later psn 3 of the stream is stale, not resumed
+    Counters before(*nic_);
+    PacketHeader send = dc_send(*peer_, 3, 2, ctx);
+    send.flags = static_cast<uint16_t>(send.flags & ~kFlagAckReq);
+    peer_->send(send, {1, 2, 3, 4});
+    PacketHeader close = peer_->header(Opcode::kDC_CLOSE, 3, kFlagDcInit);
+    close.dst_conn = ctx;
+    close.stream = 3;
+    peer_->send(close);
+    progress_until_received(2);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_CLOSED));
+    EXPECT_EQ(1u, recvs_for(100));
+    EXPECT_TRUE(deliver(*peer_, dc_send(*peer_, 3, 3)).empty());
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_DC_STALE));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_DC_RESUMED));
+}
+
 TEST_F(Dc, dc_close__at_another_psn_leaves_the_context)
 {
     const uint32_t ctx = open_stream(*peer_, 3);
