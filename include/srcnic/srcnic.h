@@ -98,6 +98,13 @@ typedef struct srcnic_config {
                                   goes idle (back-pressure: the queue fills and posts return
                                   NO_RESOURCE); received packets and their answers always get
                                   one, so that peers' traffic drains. 0 (default): no bound */
+    uint32_t dc_evict_us;      /* a DC target context with no packet for this long may be
+                                  evicted for another stream when all are taken (default 1000;
+                                  1..10000000): shorter lets more streams in (a stream evicted
+                                  early costs a DC_GONE and a resume), longer answers them
+                                  DC_BUSY meanwhile (PROTOCOL.md §8.3). 100 cut dc_bench's p99
+                                  from 100-250 us to 4-18 but starved some of 1,024 initiators
+                                  under 10 % loss: not the default */
 } srcnic_config_t;
 
 SRCNIC_API void srcnic_config_init(srcnic_config_t *config);

@@ -438,11 +438,12 @@ Connection *Nic::dct_for(const PacketHeader &h, const LinkAddr &src)
 
 bool Nic::dct_evict()
 {
-    // Only a context quiet for a while: one that just answered is likely to hear from its
-    // initiator again within a round trip, and evicting it then costs that stream a DC_GONE
-    // and a resume (under a crowd of new streams every context thrashed so).
+    // Only a context quiet for a while (dc_evict_us): one that just answered is likely to hear
+    // from its initiator again within a round trip, and evicting it then costs that stream a
+    // DC_GONE and a resume (under a crowd of new streams every context thrashed so). Not much
+    // longer: meanwhile new streams are answered DC_BUSY and back off for an RNR delay.
     const uint64_t now = this->now();
-    Connection *lru = lru_quiet(dcts_, now, kDcMinQuietNs);
+    Connection *lru = lru_quiet(dcts_, now, static_cast<uint64_t>(config_.dc_evict_us) * kNsPerUs);
     if (lru == nullptr || !closed_room(now)) {
         return false;
     }

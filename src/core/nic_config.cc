@@ -29,6 +29,7 @@ extern "C" void srcnic_config_init(srcnic_config_t *config)
     config->dc_targets = 64;
     config->dc_quota = 32;
     config->dc_promote = 256;
+    config->dc_evict_us = 1000;
 }
 
 extern "C" void srcnic_qp_config_init(srcnic_qp_config_t *config)
@@ -91,6 +92,7 @@ srcnic_status_t validate_config(const srcnic_config_t &c)
               in_range("dc_quota", c.dc_quota, 0, 1u << 20) &&
               in_range("dc_promote", c.dc_promote, 0, 1u << 20) &&
               in_range("max_active", c.max_active, 0, kMaxConnections) &&
+              in_range("dc_evict_us", c.dc_evict_us, 1, 10000000) &&
               in_range("max_inflight", c.max_inflight, 16, 1u << 20) &&
               (c.rx_buffers == 0 || in_range("rx_buffers", c.rx_buffers, 64, 1u << 20)) &&
               in_range("sock_buf", c.sock_buf, 4096, 1u << 30) &&

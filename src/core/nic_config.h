@@ -26,7 +26,7 @@ constexpr uint32_t kMaxDcTargets = 4096;
 constexpr uint32_t kMaxRemotes = 65535;        // destinations' remote NICs (16-bit index)
 // Closed DC streams remembered per DC target context (PROTOCOL.md §8.4).
 constexpr uint32_t kDcClosedPerTarget = 64;
-// A DC target context is evicted only after this long without a packet (PROTOCOL.md §8.3).
+// A DCI goes back to the pool (its stream closed) after this long quiet (PROTOCOL.md §8.5).
 constexpr uint64_t kDcMinQuietNs = 1000 * 1000;
 // A DC peer is promoted to a connection after dc_promote requests within this window
 // (PROTOCOL.md §8.6), and an idle connection must have carried nothing for this long to be

@@ -13,11 +13,15 @@ namespace {
 class Dc : public ProtocolTest {
 protected:
     static constexpr uint32_t kTargets = 2;
+    // A context is evicted after this long quiet: long enough that the tests' back-to-back
+    // packets meet contexts not yet evictable even on a loaded machine.
+    static constexpr uint32_t kEvictUs = 20000;
 
     srcnic_config_t config() override
     {
         srcnic_config_t c = protocol_config();
         c.dc_targets = kTargets;
+        c.dc_evict_us = kEvictUs;
         return c;
     }
 
@@ -200,7 +204,7 @@ TEST_F(Dc, contexts_at_bound__busy_until_one_is_quiet_then_the_lru_is_evicted)
     EXPECT_EQ(2u, recvs_for(100));   // a's and b's only
     // after both contexts were quiet for longer than the minimum, receive it again / expect the
     // least recently used (a's) evicted and c's stream opened
-    run_for(kDcMinQuietNs / 1000 + 500);
+    run_for(kEvictUs + 500);
     open_stream(*c, 1);
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_EVICTIONS));
     EXPECT_EQ(kTargets, nic_->counter(SRCNIC_CNT_DC_TARGETS_MAX));
@@ -214,7 +218,7 @@ TEST_F(Dc, evicted_stream__named_packets_get_gone_and_resume_runs_nothing_twice)
     std::unique_ptr<RawPeer> c = other_peer(kPeerNic + 3, kPeerConn + 3);
     const uint32_t ctx = open_stream(*a, 5);
     open_stream(*b, 1);
-    run_for(kDcMinQuietNs / 1000 + 500);
+    run_for(kEvictUs + 500);
     open_stream(*c, 1);   // evicts a's
     EXPECT_EQ(3u, recvs_for(100));
     // receive a's psn 2 naming its evicted context / expect DC_GONE (nothing run)
@@ -237,7 +241,7 @@ TEST_F(Dc, evicted_stream__named_packets_get_gone_and_resume_runs_nothing_twice)
     EXPECT_EQ(0u, recvs_for(100));
     // receive a's psn 1 again, as SYN (its ack was "lost") / expect the stream resumed from the
     // closed table, psn 1 acknowledged again and not run
-    run_for(kDcMinQuietNs / 1000 + 500);
+    run_for(kEvictUs + 500);
     a->send(dc_send(*a, 5, 1), {1, 2, 3, 4});
     Packet ack;
     ASSERT_TRUE(await_from(*a, Opcode::kACK, &ack));
