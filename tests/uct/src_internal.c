@@ -124,3 +124,21 @@ ucs_status_t uct_src_test_mem_dereg_invalidate(uct_md_h md, uct_mem_h memh,
     params.comp       = comp;
     return uct_md_mem_dereg_v2(md, &params);
 }
+
+ucs_status_t uct_src_test_mkey_pack_invalidate(uct_md_h md, uct_mem_h memh, void *buffer)
+{
+    uct_md_mkey_pack_params_t params;
+
+    params.field_mask = UCT_MD_MKEY_PACK_FIELD_FLAGS;
+    params.flags      = UCT_SRC_MKEY_PACK_FLAG_INVALIDATE;
+#if UCT_SRC_HAVE_MKEY_PACK_ADDRESS
+    return uct_md_mkey_pack_v2(md, memh, NULL, SIZE_MAX, &params, buffer);
+#else
+    return uct_md_mkey_pack_v2(md, memh, &params, buffer);
+#endif
+}
+
+int uct_src_test_dereg_invalidate_checks(void)
+{
+    return UCT_SRC_DEREG_INVALIDATE_CHECKS;
+}

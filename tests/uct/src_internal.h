@@ -54,6 +54,15 @@ int uct_src_test_md_invalidates_rma(uct_md_h md);
 ucs_status_t uct_src_test_mem_dereg_invalidate(uct_md_h md, uct_mem_h memh,
                                                uct_completion_t *comp);
 
+/* uct_md_mkey_pack_v2() with the flag that prepares the key for an invalidating deregistration
+ * (UCT_MD_MKEY_PACK_FLAG_INVALIDATE_RMA; UCX 1.13: UCT_MD_MKEY_PACK_FLAG_INVALIDATE), as UCP
+ * packs rkeys for endpoints with peer error handling. */
+ucs_status_t uct_src_test_mkey_pack_invalidate(uct_md_h md, uct_mem_h memh, void *buffer);
+
+/* Whether the md refuses an invalidating deregistration whose rkey was not packed with that
+ * flag, or whose registration is for remote atomics alone (UCX 1.18's contract; not 1.13's). */
+int uct_src_test_dereg_invalidate_checks(void);
+
 #ifdef __cplusplus
 }
 #endif
