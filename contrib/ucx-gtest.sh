@@ -18,7 +18,7 @@
 #      add src to the UCT, MD and flush-cancel test lists, cap test_uct_perf's iterations for
 #      src as for tcp, and restrict src to the devices in GTEST_UCT_SRC_DEVICES, default lo);
 #      configures UCX like Debian (without verbs/rdmacm, with gtest, with the installed UCX's
-#      logging option) and builds it (~10 min on 2 cores the first time for 1.13, ~30 min for
+#      logging option) and builds it (~10 min on 2 cores the first time for 1.13, ~8 min for
 #      1.18; only the patched test files are rebuilt when the patch changes);
 #   3. builds the module the ordinary way, against the installed UCX, from a snapshot of the
 #      sources. Preloaded into the gtest binary it binds to the build tree's libuct/libucs,
