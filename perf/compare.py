@@ -300,6 +300,18 @@ class Driver:
             fwd = ["FI_PROVIDER", "FI_UDP_IFACE", "FI_TCP_IFACE"]
         return env, fwd
 
+    def ompi_major(self):
+        """Open MPI's major version (ompi_info), 0 if unknown."""
+        if getattr(self, "_ompi_major", None) is None:
+            try:
+                out = subprocess.run(["ompi_info", "--version"], capture_output=True, text=True,
+                                     timeout=20).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                out = ""
+            m = re.search(r"Open MPI v?(\d+)\.", out)
+            self._ompi_major = int(m.group(1)) if m else 0
+        return self._ompi_major
+
     def hosts_for(self, nranks, nodes):
         per = [nranks // nodes + (1 if i < nranks % nodes else 0) for i in range(nodes)]
         return ",".join("n%d:%d" % (i + 1, c) for i, c in enumerate(per) if c)
@@ -318,7 +330,11 @@ class Driver:
         for v in fwd:
             opts += ["-x", v]
         if place == "loopback":
-            cmd = launcher + ["-np", str(nranks), "--mca", "oob_tcp_if_include", "lo"] + opts
+            # Open MPI 4's run-time is kept on lo by oob_tcp_if_include; Open MPI 5's (PRRTE)
+            # finds no interface for out-of-band messages with it ("No network interfaces
+            # were found"), and a single-node job needs none.
+            oob = ["--mca", "oob_tcp_if_include", "lo"] if self.ompi_major() < 5 else []
+            cmd = launcher + ["-np", str(nranks)] + oob + opts
         else:
             cmd = [self.args.testbed, "mpi"] + launcher + [
                 "-np", str(nranks), "--host", self.hosts_for(nranks, nodes)] + opts
