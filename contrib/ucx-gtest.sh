@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run UCX's own UCT conformance tests (UCX 1.13.1's gtest) against the src transport.
+# Run UCX's own UCT conformance tests (the gtest of UCX 1.13 or 1.18, whichever is installed)
+# against the src transport.
 #
 # usage: contrib/ucx-gtest.sh [--rev REV | --module FILE] [--filter GTEST_FILTER]
 #
@@ -12,11 +13,13 @@
 # ~/.cache/srcucx/gtest), each reused when already done:
 #   1. installs the packages it needs with apt-get if missing, fetches the UCX source package
 #      matching the installed UCX (contrib/get-ucx-src.sh) and copies it to the scratch dir;
-#   2. applies Debian's patches if needed, then contrib/ucx-gtest.patch (adds src to the UCT, MD
-#      and flush-cancel test lists, caps test_uct_perf's iterations for src as for tcp, and
-#      restricts src to the devices in GTEST_UCT_SRC_DEVICES, default lo);
-#      configures UCX like Debian (without verbs/rdmacm, with gtest) and builds it (~10 min on
-#      2 cores the first time; only the patched test files are rebuilt when the patch changes);
+#   2. applies Debian's patches if needed, then the test patch for the installed UCX's minor
+#      version: contrib/ucx-gtest.patch for 1.13, contrib/ucx-gtest-1.18.patch for 1.18 (both
+#      add src to the UCT, MD and flush-cancel test lists, cap test_uct_perf's iterations for
+#      src as for tcp, and restrict src to the devices in GTEST_UCT_SRC_DEVICES, default lo);
+#      configures UCX like Debian (without verbs/rdmacm, with gtest, with the installed UCX's
+#      logging option) and builds it (~10 min on 2 cores the first time for 1.13, ~8 min for
+#      1.18; only the patched test files are rebuilt when the patch changes);
 #   3. builds the module the ordinary way, against the installed UCX, from a snapshot of the
 #      sources. Preloaded into the gtest binary it binds to the build tree's libuct/libucs,
 #      since only one instance of a soname is loaded (checked here), and the script checks that
@@ -28,7 +31,7 @@
 #      list, prints the summary, and exits non-zero if any test failed, crashed or did not run.
 #
 # Environment: SRC_UCX_GTEST_DIR (scratch dir), SRC_UCX_SRC (use this UCX source tree instead of
-# fetching one), GTEST_UCT_SRC_DEVICES (default lo), SRC_UCX_GTEST_TEST_TIMEOUT (per test,
+# fetching one; the caller vouches that it is the source of the installed UCX), GTEST_UCT_SRC_DEVICES (default lo), SRC_UCX_GTEST_TEST_TIMEOUT (per test,
 # default 300 s), SRC_UCX_GTEST_RUN_TIMEOUT (per gtest process, default 900 s),
 # SRC_UCX_GTEST_TIMEOUT (whole run, default 3600 s), SRC_UCX_GTEST_SEED (gtest random seed).
 set -euo pipefail
@@ -60,8 +63,6 @@ run_timeout=${SRC_UCX_GTEST_RUN_TIMEOUT:-900}
 total_timeout=${SRC_UCX_GTEST_TIMEOUT:-3600}
 seed=${SRC_UCX_GTEST_SEED:-$((RANDOM % 32768))}
 jobs=$(nproc 2>/dev/null || echo 2)
-patchfile=$top/contrib/ucx-gtest.patch
-[ -f "$patchfile" ] || die "missing $patchfile"
 [ -z "$module" ] || module=$(cd "$(dirname "$module")" && pwd)/$(basename "$module")
 [ -z "$module" ] || [ -f "$module" ] || die "no module $module"
 
@@ -82,6 +83,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 version=$(pkg-config --modversion ucx)
+# The test patch edits UCX's test files, which differ between minor versions.
+case "$version" in
+    1.13.*) patchfile=$top/contrib/ucx-gtest.patch ;;
+    1.18.*) patchfile=$top/contrib/ucx-gtest-1.18.patch ;;
+    *) die "no test patch for UCX $version (contrib/ucx-gtest.patch is for 1.13, ucx-gtest-1.18.patch for 1.18)" ;;
+esac
+[ -f "$patchfile" ] || die "missing $patchfile"
 ucx_src=${SRC_UCX_SRC:-$("$top/contrib/get-ucx-src.sh")}
 ucx_src=$(cd "$ucx_src" && pwd)
 [ -f "$ucx_src/test/gtest/uct/uct_test.h" ] || die "$ucx_src is not a UCX source tree with tests"
@@ -111,7 +119,7 @@ fi
 # --- 2. the test patch, configure and build UCX ----------------------------------------------
 patch_sum=$(sha256sum <"$patchfile" | cut -c1-16)
 if [ "$(cat "$src/.srcucx-patched" 2>/dev/null)" != "$patch_sum" ]; then
-    note "applying contrib/ucx-gtest.patch"
+    note "applying contrib/$(basename "$patchfile")"
     for f in $(sed -n 's|^+++ b/||p' "$patchfile"); do
         cp "$ucx_src/$f" "$src/$f"      # back to pristine, with a new mtime for make
     done
@@ -126,7 +134,11 @@ cxxflags=""
 if echo 'int x;' | g++ -Werror -Wno-error=use-after-free -x c++ -c - -o /dev/null 2>/dev/null; then
     cxxflags="-Wno-error=use-after-free"
 fi
-ucx_opts=(--prefix="$dir/ucx-$version-install" --enable-mt --disable-logging --enable-devel-headers
+# The log level is ABI-relevant (UCS_MAX_LOG_LEVEL, checked in step 3): take the installed UCX's
+# option (Debian 12's 1.13.1 has --disable-logging, Debian 13's 1.18.1 --enable-logging).
+logging=$(ucx_info -v 2>/dev/null | sed -n 's/^# Configured with: //p' | tr ' ' '\n' |
+          grep -E '^--(enable|disable)-logging(=|$)' | tail -n 1 || true)
+ucx_opts=(--prefix="$dir/ucx-$version-install" --enable-mt ${logging:+"$logging"} --enable-devel-headers
           --enable-cma --disable-backtrace-detail --enable-gtest --without-verbs --without-rdmacm
           --without-java --without-go --without-cuda --without-rocm --without-knem --without-xpmem
           --without-ugni --disable-doxygen-doc)

@@ -166,19 +166,37 @@ class Driver:
             time.sleep(0.05)
         return False
 
+    def perftest_cmd(self):
+        """ucx_perftest, with -P 0 where it was built with MPI (Debian 13's UCX 1.18): that one
+        takes the MPI run-time whenever stdin is no terminal and then wants to be one of two
+        mpirun ranks; one built without MPI (Debian 12's) refuses -P."""
+        if getattr(self, "_perftest_cmd", None) is None:
+            try:
+                h = subprocess.run(["ucx_perftest", "-h"], stdin=subprocess.DEVNULL,
+                                   capture_output=True, text=True, timeout=20)
+                text = h.stdout + h.stderr
+            except (OSError, subprocess.TimeoutExpired):
+                text = ""
+            self._perftest_cmd = ["ucx_perftest"] + (
+                ["-P", "0"] if "disable/enable MPI mode" in text else [])
+        return list(self._perftest_cmd)
+
     def perftest(self, suite, test, size, place, peer, targs, value_col, unit, iters):
         pl = PLACEMENTS[place]
         env = self.ucx_env(peer, place)
         port = self.next_port()
-        server = self.spawn(self.on_node(pl["server_node"],
-                                         ["ucx_perftest", "-p", str(port), "-c", "0"]), env)
+        warm = max(10, iters // 10)
+        # The server gets the test's parameters too: UCX 1.18's checks them before it accepts
+        # (a UCT test without -d fails there); 1.13's takes the client's.
+        test_args = ["-s", str(size), "-n", str(iters), "-w", str(warm)] + targs
+        server = self.spawn(self.on_node(pl["server_node"], self.perftest_cmd() +
+                                         ["-p", str(port), "-c", "0"] + test_args), env)
         if not self.wait_listen(pl["server_node"], port):
             self.finish(server, 1)
             return self.add(suite, test, size, place, peer, None, unit, "server did not start")
-        warm = max(10, iters // 10)
         cmd = self.on_node(pl["client_node"],
-                           ["ucx_perftest", pl["server"], "-p", str(port), "-c", "1", "-v",
-                            "-s", str(size), "-n", str(iters), "-w", str(warm)] + targs)
+                           self.perftest_cmd() + [pl["server"], "-p", str(port), "-c", "1", "-v"] +
+                           test_args)
         out, rc = self.run(cmd, env, 60 if not self.quick else 30)
         self.finish(server, 10)
         final = [l for l in out.splitlines() if re.match(r"^\s*\d+,", l)]
@@ -282,6 +300,18 @@ class Driver:
             fwd = ["FI_PROVIDER", "FI_UDP_IFACE", "FI_TCP_IFACE"]
         return env, fwd
 
+    def ompi_major(self):
+        """Open MPI's major version (ompi_info), 0 if unknown."""
+        if getattr(self, "_ompi_major", None) is None:
+            try:
+                out = subprocess.run(["ompi_info", "--version"], capture_output=True, text=True,
+                                     timeout=20).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                out = ""
+            m = re.search(r"Open MPI v?(\d+)\.", out)
+            self._ompi_major = int(m.group(1)) if m else 0
+        return self._ompi_major
+
     def hosts_for(self, nranks, nodes):
         per = [nranks // nodes + (1 if i < nranks % nodes else 0) for i in range(nodes)]
         return ",".join("n%d:%d" % (i + 1, c) for i, c in enumerate(per) if c)
@@ -300,7 +330,11 @@ class Driver:
         for v in fwd:
             opts += ["-x", v]
         if place == "loopback":
-            cmd = launcher + ["-np", str(nranks), "--mca", "oob_tcp_if_include", "lo"] + opts
+            # Open MPI 4's run-time is kept on lo by oob_tcp_if_include; Open MPI 5's (PRRTE)
+            # finds no interface for out-of-band messages with it ("No network interfaces
+            # were found"), and a single-node job needs none.
+            oob = ["--mca", "oob_tcp_if_include", "lo"] if self.ompi_major() < 5 else []
+            cmd = launcher + ["-np", str(nranks)] + oob + opts
         else:
             cmd = [self.args.testbed, "mpi"] + launcher + [
                 "-np", str(nranks), "--host", self.hosts_for(nranks, nodes)] + opts
@@ -826,7 +860,8 @@ def versions():
         mem = "%.1f GiB" % (int(open("/proc/meminfo").readline().split()[1]) / 1048576)
     except (OSError, ValueError):
         pass
-    ucx = re.search(r"Version ([\d.]+)", cmd(["ucx_info", "-v"]))
+    # UCX 1.13 prints "# Version 1.13.1", UCX 1.18 "# Library version: 1.18.1"
+    ucx = re.search(r"[Vv]ersion:? ([\d.]+)", cmd(["ucx_info", "-v"]))
     ompi = re.search(r"Open MPI: ([\d.]+)", cmd(["ompi_info", "--version"]) + cmd(["ompi_info"]))
     fi = re.search(r"libfabric: ([\d.]+)", cmd(["fi_info", "--version"]))
     top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -124,21 +124,39 @@ static inline void uct_src_md_attr_fill(uct_src_md_attr_t *attr, const uct_src_m
     }
 #endif
 
-/* UCT_SRC_MD_MKEY_PACK_FUNC(name, impl): mkey_pack, impl(md, memh, buffer). */
+/* UCT_SRC_MD_MKEY_PACK_FUNC(name, impl): mkey_pack, impl(md, memh, uint64_t flags, buffer)
+ * with the UCT_MD_MKEY_PACK_FLAG_* of the call (0 when it gives none). */
+#define UCT_SRC_MKEY_PACK_FLAGS(_params) \
+    ((((_params) != NULL) && ((_params)->field_mask & UCT_MD_MKEY_PACK_FIELD_FLAGS)) ? \
+     (uint64_t)(_params)->flags : 0)
 #if UCT_SRC_HAVE_MKEY_PACK_ADDRESS
 #  define UCT_SRC_MD_MKEY_PACK_FUNC(_name, _impl) \
     static ucs_status_t _name(uct_md_h md, uct_mem_h memh, void *address, size_t length, \
                               const uct_md_mkey_pack_params_t *params, void *buffer) \
     { \
-        return _impl(md, memh, buffer); \
+        return _impl(md, memh, UCT_SRC_MKEY_PACK_FLAGS(params), buffer); \
     }
 #else
 #  define UCT_SRC_MD_MKEY_PACK_FUNC(_name, _impl) \
     static ucs_status_t _name(uct_md_h md, uct_mem_h memh, \
                               const uct_md_mkey_pack_params_t *params, void *buffer) \
     { \
-        return _impl(md, memh, buffer); \
+        return _impl(md, memh, UCT_SRC_MKEY_PACK_FLAGS(params), buffer); \
     }
+#endif
+
+/* Invalidating deregistration (UCT_MD_MEM_DEREG_FLAG_INVALIDATE). UCX 1.18's contract, checked
+ * by its md conformance test (test_md.dereg_bad_arg) where parameters are checked: the rkey must
+ * have been packed with UCT_MD_MKEY_PACK_FLAG_INVALIDATE_RMA (else UCS_ERR_INVALID_PARAM), and a
+ * registration for remote atomics alone cannot be invalidated by an md without
+ * UCT_MD_FLAG_INVALIDATE_AMO (UCS_ERR_UNSUPPORTED). UCX 1.13 (UCT_MD_MKEY_PACK_FLAG_INVALIDATE,
+ * one UCT_MD_FLAG_INVALIDATE) asks neither: UCT_SRC_DEREG_INVALIDATE_CHECKS is 0 there. */
+#if UCT_SRC_HAVE_MD_FLAG_INVALIDATE_RMA
+#  define UCT_SRC_MKEY_PACK_FLAG_INVALIDATE UCT_MD_MKEY_PACK_FLAG_INVALIDATE_RMA
+#  define UCT_SRC_DEREG_INVALIDATE_CHECKS   ENABLE_PARAMS_CHECK
+#else
+#  define UCT_SRC_MKEY_PACK_FLAG_INVALIDATE UCT_MD_MKEY_PACK_FLAG_INVALIDATE
+#  define UCT_SRC_DEREG_INVALIDATE_CHECKS   0
 #endif
 
 /* The md ops that only some versions have: none of them is supported. */

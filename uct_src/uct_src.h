@@ -70,6 +70,8 @@ typedef struct uct_src_md {
 typedef struct uct_src_mem {
     srcnic_mr_t       *mr;
     uct_src_region_t  *region;
+    uint64_t          access;       /* UCT_MD_MEM_ACCESS_* it was registered with */
+    int               packed_invalidate; /* its rkey was packed for invalidation (atomic) */
 } uct_src_mem_t;
 
 

@@ -118,9 +118,11 @@ static ucs_status_t uct_src_mem_reg_impl(uct_md_h tl_md, void *address, size_t l
     }
     ++r->refcount;
     pthread_mutex_unlock(&md->lock);
-    mem->mr     = mr;
-    mem->region = r;
-    *memh_p     = mem;
+    mem->mr                = mr;
+    mem->region            = r;
+    mem->access            = flags & UCT_MD_MEM_ACCESS_ALL;
+    mem->packed_invalidate = 0;
+    *memh_p                = mem;
     return UCS_OK;
 }
 
@@ -159,6 +161,22 @@ static ucs_status_t uct_src_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_par
     unsigned i;
 
     UCT_MD_MEM_DEREG_CHECK_PARAMS(params, 1);
+    if (UCT_SRC_DEREG_INVALIDATE_CHECKS &&
+        (UCT_MD_MEM_DEREG_FIELD_VALUE(params, flags, FIELD_FLAGS, 0) &
+         UCT_MD_MEM_DEREG_FLAG_INVALIDATE)) {
+        /* Refused before anything changes: the registration stays as it was (compat.h). */
+        mem = params->memh;
+        if ((mem->access & UCT_MD_MEM_ACCESS_REMOTE_ATOMIC) &&
+            !(mem->access & (UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_REMOTE_GET))) {
+            ucs_debug("src: cannot invalidate a registration for remote atomics alone");
+            return UCS_ERR_UNSUPPORTED;
+        }
+        if (!__atomic_load_n(&mem->packed_invalidate, __ATOMIC_RELAXED)) {
+            ucs_debug("src: invalidating deregistration of %p: its rkey was not packed with "
+                      "UCT_MD_MKEY_PACK_FLAG_INVALIDATE_RMA", params->memh);
+            return UCS_ERR_INVALID_PARAM;
+        }
+    }
 
     /* The key dies at once: an access that arrives later is refused by the target engine. */
     mem = params->memh;
@@ -192,10 +210,16 @@ static ucs_status_t uct_src_mem_dereg(uct_md_h tl_md, const uct_md_mem_dereg_par
     return UCS_OK;
 }
 
-static ucs_status_t uct_src_mkey_pack_impl(uct_md_h md, uct_mem_h memh, void *rkey_buffer)
+static ucs_status_t uct_src_mkey_pack_impl(uct_md_h md, uct_mem_h memh, uint64_t flags,
+                                           void *rkey_buffer)
 {
-    uint64_t rkey = srcnic_mr_rkey(((uct_src_mem_t*)memh)->mr);
+    uct_src_mem_t *mem = memh;
+    uint64_t rkey      = srcnic_mr_rkey(mem->mr);
 
+    if (flags & UCT_SRC_MKEY_PACK_FLAG_INVALIDATE) {
+        /* The key is the same either way: every key is checked at every access. */
+        __atomic_store_n(&mem->packed_invalidate, 1, __ATOMIC_RELAXED);
+    }
     memcpy(rkey_buffer, &rkey, sizeof(rkey)); /* UCP packs it at any alignment */
     return UCS_OK;
 }

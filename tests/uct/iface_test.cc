@@ -142,6 +142,8 @@ TEST_F(UctSrc, mem_dereg__invalidate_completes_with_the_last_registration_of_the
     };
     auto dereg = [&](uct_mem_h memh, Completion *comp) {
         if (comp != nullptr) {
+            uint64_t rkey;
+            EXPECT_EQ(UCS_OK, uct_src_test_mkey_pack_invalidate(md_a_, memh, &rkey));
             EXPECT_EQ(UCS_OK, uct_src_test_mem_dereg_invalidate(md_a_, memh, &comp->uct));
         } else {
             EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md_a_, memh));
@@ -167,6 +169,60 @@ TEST_F(UctSrc, mem_dereg__invalidate_completes_with_the_last_registration_of_the
     for (uct_mem_h memh : others) {
         dereg(memh, nullptr);
     }
+}
+
+// UCX 1.18's contract for invalidating deregistration (what its test_md.dereg_bad_arg checks):
+// refused, with the registration left as it was, when the rkey was not packed for it
+// (INVALID_PARAM) or the registration is for remote atomics alone (UNSUPPORTED: the md does not
+// claim UCT_MD_FLAG_INVALIDATE_AMO). A registration for everything, as UCP makes, is
+// invalidated once its key was packed for it. UCX 1.13 has no such contract: there the
+// deregistration goes through unpacked.
+TEST_F(UctSrc, mem_dereg__invalidate_needs_the_rkey_packed_for_it)
+{
+    std::vector<uint8_t> buf(4096);
+    uint64_t rkey;
+    auto reg = [&](uint64_t access) {
+        uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+        EXPECT_EQ(UCS_OK, uct_md_mem_reg(md_a_, buf.data(), buf.size(), access, &memh));
+        return memh;
+    };
+
+    if (!uct_src_test_dereg_invalidate_checks()) {
+        uct_mem_h memh = reg(UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_REMOTE_GET);
+        Completion &comp = completion();
+        EXPECT_EQ(UCS_OK, uct_src_test_mem_dereg_invalidate(md_a_, memh, &comp.uct));
+        EXPECT_EQ(1, comp.fired);
+        return;
+    }
+
+    uct_mem_h rma = reg(UCT_MD_MEM_ACCESS_REMOTE_PUT | UCT_MD_MEM_ACCESS_REMOTE_GET);
+    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(md_a_, rma, &rkey));   // without the flag
+    Completion &refused = completion();
+    // (ASSERT: had it gone through, the memh would be freed and the rest would use it.)
+    ASSERT_EQ(UCS_ERR_INVALID_PARAM, uct_src_test_mem_dereg_invalidate(md_a_, rma, &refused.uct));
+    EXPECT_EQ(0, refused.fired);
+    // Still registered: packed for invalidation now, it is deregistered and invalidated.
+    ASSERT_EQ(UCS_OK, uct_src_test_mkey_pack_invalidate(md_a_, rma, &rkey));
+    Completion &done = completion();
+    EXPECT_EQ(UCS_OK, uct_src_test_mem_dereg_invalidate(md_a_, rma, &done.uct));
+    EXPECT_EQ(1, done.fired);
+    EXPECT_EQ(UCS_OK, done.status);
+    EXPECT_EQ(0, refused.fired);
+
+    uct_mem_h amo = reg(UCT_MD_MEM_ACCESS_REMOTE_ATOMIC);
+    ASSERT_EQ(UCS_OK, uct_src_test_mkey_pack_invalidate(md_a_, amo, &rkey));
+    Completion &unsupported = completion();
+    ASSERT_EQ(UCS_ERR_UNSUPPORTED,
+              uct_src_test_mem_dereg_invalidate(md_a_, amo, &unsupported.uct));
+    EXPECT_EQ(0, unsupported.fired);
+    EXPECT_EQ(UCS_OK, uct_md_mem_dereg(md_a_, amo));
+
+    uct_mem_h all = reg(UCT_MD_MEM_ACCESS_ALL);
+    ASSERT_EQ(UCS_OK, uct_src_test_mkey_pack_invalidate(md_a_, all, &rkey));
+    Completion &all_done = completion();
+    EXPECT_EQ(UCS_OK, uct_src_test_mem_dereg_invalidate(md_a_, all, &all_done.uct));
+    EXPECT_EQ(1, all_done.fired);
+    EXPECT_EQ(0, unsupported.fired);
 }
 
 TEST_F(UctSrc, iface_is_reachable__loopback_peer)

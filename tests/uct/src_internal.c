@@ -124,3 +124,67 @@ ucs_status_t uct_src_test_mem_dereg_invalidate(uct_md_h md, uct_mem_h memh,
     params.comp       = comp;
     return uct_md_mem_dereg_v2(md, &params);
 }
+
+ucs_status_t uct_src_test_mkey_pack_invalidate(uct_md_h md, uct_mem_h memh, void *buffer)
+{
+    uct_md_mkey_pack_params_t params;
+
+    params.field_mask = UCT_MD_MKEY_PACK_FIELD_FLAGS;
+    params.flags      = UCT_SRC_MKEY_PACK_FLAG_INVALIDATE;
+#if UCT_SRC_HAVE_MKEY_PACK_ADDRESS
+    return uct_md_mkey_pack_v2(md, memh, NULL, SIZE_MAX, &params, buffer);
+#else
+    return uct_md_mkey_pack_v2(md, memh, &params, buffer);
+#endif
+}
+
+int uct_src_test_dereg_invalidate_checks(void)
+{
+    return UCT_SRC_DEREG_INVALIDATE_CHECKS;
+}
+
+int uct_src_test_alter_address(void *dev_addr, size_t dev_addr_len, void *iface_addr,
+                               size_t iface_addr_len, const char *field)
+{
+    uct_src_device_addr_t *dev  = dev_addr;
+    uct_src_iface_addr_t *iface = iface_addr;
+
+    if ((dev_addr_len < sizeof(*dev)) || (iface_addr_len < sizeof(*iface))) {
+        return -1;
+    }
+    if (!strcmp(field, "ip")) {
+        dev->ip[3] ^= 1;                 /* 127.0.0.1 <-> 127.0.0.0, 127.0.0.2 <-> 127.0.0.3 */
+    } else if (!strcmp(field, "port")) {
+        iface->port = (uint16_t)(iface->port + 1);
+    } else if (!strcmp(field, "qpn")) {
+        iface->qpn += 1;
+    } else if (!strcmp(field, "incarnation")) {
+        iface->incarnation ^= 1;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+#if UCT_SRC_HAVE_EP_IS_CONNECTED
+int uct_src_test_ep_is_connected(uct_ep_h ep, const uct_device_addr_t *dev_addr,
+                                 const uct_iface_addr_t *iface_addr,
+                                 const uct_ep_addr_t *ep_addr)
+{
+    uct_ep_is_connected_params_t params = {0};
+
+    if (dev_addr != NULL) {
+        params.field_mask |= UCT_EP_IS_CONNECTED_FIELD_DEVICE_ADDR;
+        params.device_addr = dev_addr;
+    }
+    if (iface_addr != NULL) {
+        params.field_mask |= UCT_EP_IS_CONNECTED_FIELD_IFACE_ADDR;
+        params.iface_addr  = iface_addr;
+    }
+    if (ep_addr != NULL) {
+        params.field_mask |= UCT_EP_IS_CONNECTED_FIELD_EP_ADDR;
+        params.ep_addr     = ep_addr;
+    }
+    return uct_ep_is_connected(ep, &params);
+}
+#endif

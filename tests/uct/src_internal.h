@@ -5,6 +5,10 @@
 #ifndef UCT_SRC_TESTS_SRC_INTERNAL_H
 #define UCT_SRC_TESTS_SRC_INTERNAL_H
 
+#ifdef HAVE_CONFIG_H
+#  include "config.h"   /* UCT_SRC_HAVE_EP_IS_CONNECTED */
+#endif
+
 #include <uct/api/uct.h>
 
 #include <stddef.h>
@@ -53,6 +57,30 @@ int uct_src_test_md_invalidates_rma(uct_md_h md);
 /* uct_md_mem_dereg_v2() with UCT_MD_MEM_DEREG_FLAG_INVALIDATE and a completion. */
 ucs_status_t uct_src_test_mem_dereg_invalidate(uct_md_h md, uct_mem_h memh,
                                                uct_completion_t *comp);
+
+/* uct_md_mkey_pack_v2() with the flag that prepares the key for an invalidating deregistration
+ * (UCT_MD_MKEY_PACK_FLAG_INVALIDATE_RMA; UCX 1.13: UCT_MD_MKEY_PACK_FLAG_INVALIDATE), as UCP
+ * packs rkeys for endpoints with peer error handling. */
+ucs_status_t uct_src_test_mkey_pack_invalidate(uct_md_h md, uct_mem_h memh, void *buffer);
+
+/* Whether the md refuses an invalidating deregistration whose rkey was not packed with that
+ * flag, or whose registration is for remote atomics alone (UCX 1.18's contract; not 1.13's). */
+int uct_src_test_dereg_invalidate_checks(void);
+
+/* A src device and interface address (copies, altered in place) with one field changed:
+ * "ip" (the device's IPv4 address, to another loopback address), "port" (the engine's UDP
+ * port), "qpn" (the interface's QP) or "incarnation" (the engine's). Returns 0, or -1 for an
+ * unknown field or a buffer shorter than a src address. */
+int uct_src_test_alter_address(void *dev_addr, size_t dev_addr_len, void *iface_addr,
+                               size_t iface_addr_len, const char *field);
+
+#if UCT_SRC_HAVE_EP_IS_CONNECTED
+/* uct_ep_is_connected() (UCX >= 1.14, declared in uct_v2.h, which Debian does not install)
+ * with the fields given: a null address is left out of the field mask. */
+int uct_src_test_ep_is_connected(uct_ep_h ep, const uct_device_addr_t *dev_addr,
+                                 const uct_iface_addr_t *iface_addr,
+                                 const uct_ep_addr_t *ep_addr);
+#endif
 
 #ifdef __cplusplus
 }

@@ -564,7 +564,9 @@ void UctSrc::mem_reg(uct_md_h md, void *addr, size_t length, Region *region)
     uct_md_attr_t md_attr;
     ASSERT_EQ(UCS_OK, uct_md_query(md, &md_attr));
     std::vector<uint8_t> packed(md_attr.rkey_packed_size);
-    ASSERT_EQ(UCS_OK, uct_md_mkey_pack(md, region->memh, packed.data()));
+    // Packed as UCP packs for endpoints with peer error handling, so that the region may be
+    // deregistered with invalidation.
+    ASSERT_EQ(UCS_OK, uct_src_test_mkey_pack_invalidate(md, region->memh, packed.data()));
     ASSERT_EQ(UCS_OK, uct_rkey_unpack(component_, packed.data(), &region->rkey));
     region->unpacked = true;
 }
