@@ -161,6 +161,8 @@ typedef struct uct_src_iface {
     uct_base_iface_t      super;
     srcnic_nic_t          *nic;          /* the engine: in this process, or the node agent's */
     int                   attached;      /* nic is an attachment to the node agent */
+    size_t                max_num_eps;   /* peers it can serve: its budget if embedded without
+                                            DC (the budget is a wall), else unlimited */
     srcnic_qp_t           *qp;           /* this iface's channel to it */
     char                  if_name[IFNAMSIZ];
     struct in_addr        ip;            /* bound address */

@@ -221,6 +221,7 @@ static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
     size_t max_zcopy       = srcnic_nic_max_msg(iface->nic);
 
     uct_base_iface_query(&iface->super, attr);
+    attr->max_num_eps     = ucs_min(attr->max_num_eps, iface->max_num_eps);
 
     attr->iface_addr_len  = sizeof(uct_src_iface_addr_t);
     attr->device_addr_len = sizeof(uct_src_device_addr_t);
@@ -873,6 +874,12 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     }
 
 engine_ready:
+    /* UCP prefers transports whose max_num_eps covers the job (ucp_is_scalable_transport):
+     * beyond its budget an embedded engine serves peers over DC, unless DC is off here, and
+     * then the budget is all it can serve. The node agent's budget is its own and per node. */
+    self->max_num_eps = (!self->attached &&
+                         ((config->num_dci == 0) || (config->dc_targets == 0))) ?
+                        config->max_connections : SIZE_MAX;
     srcnic_qp_config_init(&qp_config);
     qp_config.sq_size = config->tx_queue_len;
     qp_config.rq_size = config->rx_queue_len;

@@ -91,6 +91,22 @@ TEST_F(UctSrc, iface_query__event_flags_and_unlimited_eps)
     EXPECT_EQ(0u, a_.attr.ep_addr_len) << "CONNECT_TO_IFACE only: no ep address";
 }
 
+// Without DC an embedded engine's budget is a wall: UCP must not take it for a transport that
+// scales to any job (ucp_is_scalable_transport compares max_num_eps with the job's size).
+class UctSrcNoDc : public UctSrc {
+protected:
+    std::vector<ConfigKv> config_for(int side) const override
+    {
+        return {{"NUM_DCI", "0"}, {"MAX_CONNECTIONS", "8"}};
+    }
+};
+
+TEST_F(UctSrcNoDc, iface_query__without_dc_max_num_eps_is_the_budget)
+{
+    // (The node agent's engine is configured by srcd, with its own budget per node.)
+    EXPECT_EQ(agent_mode() ? static_cast<size_t>(-1) : 8u, a_.attr.max_num_eps);
+}
+
 // With 8 KiB fragments an 8 KiB message, common in MPI codes, did not fit one with UCP's header
 // and went as two (MPI latency at 8 KiB 17.2 us against 10.8, perf/results/seg-compare/NOTES.md).
 TEST_F(UctSrc, iface_query__default_fragment_holds_an_8k_message_and_its_header)
