@@ -149,8 +149,11 @@ Connection *Nic::conn_for(Remote &r)
 {
     Connection *c = nullptr;
     if (auto it = conn_by_addr_.find(r.addr); it != conn_by_addr_.end()) {
-        c = conns_[it->second].get();   // the peer opened one to us meanwhile
-        if (c->peer_nic != r.nic || c->closing) {
+        // The peer opened one to us meanwhile. Taken even while we ask to CLOSE it: r's
+        // requests wait for the answer (route) and open another only once it is closed; a
+        // second connection now would reach the peer as a new one and fail the first there.
+        c = conns_[it->second].get();
+        if (c->peer_nic != r.nic) {
             c = nullptr;
         }
     }

@@ -376,8 +376,8 @@ private:
     bool promote(Remote &r, uint64_t now);
     // Gives r (served by no connection: new, closed by agreement, or over DC) a connection:
     // the one its peer opened to us meanwhile if there is one (a peer whose SYN arrived
-    // first), else a new one, so that two NICs never hold two connections to each other.
-    // nullptr when the budget is spent.
+    // first; perhaps closing: then r's requests wait), else a new one, so that two NICs never
+    // hold two connections to each other. nullptr when the budget is spent.
     Connection *conn_for(Remote &r);
     // Asks the peer of the least recently active idle connection to CLOSE it (§8.6); false if
     // none is idle.
