@@ -284,7 +284,9 @@ TEST(NicDc, initiator_budget__one_dci_shared_by_targets_in_turn)
 // Switching (PROTOCOL.md §8.6): a hub with a budget of one connection streams to two peers in
 // turn, phase after phase, with an idle gap between phases; each busy DC peer is promoted once
 // the idle connection of the other has been closed by agreement, and the other comes back over
-// DC. Under 5 % loss with reordering and duplication: every message once, in order.
+// DC. Each peer echoes every message back to the hub, so that requests cross the switches both
+// ways (the peers' own destinations to the hub meet its budget, USE_DC and the closes). Under
+// 5 % loss with reordering and duplication: every message and every echo once, in order.
 TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_repeated)
 {
     const uint64_t seed = 0xdc000010;
@@ -311,7 +313,7 @@ TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_r
     Qp *hqp;
     ASSERT_EQ(SRCNIC_OK, hub->qp_create(qc, &hqp));
     Qp *pqp[2];
-    srcnic_dest_t dest[2];
+    srcnic_dest_t dest[2], back[2];
     std::vector<Note> rbuf[2];
     for (int p = 0; p < 2; ++p) {
         ASSERT_EQ(SRCNIC_OK, nics.nic(1 + p)->qp_create(qc, &pqp[p]));
@@ -321,23 +323,64 @@ TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_r
         }
         ASSERT_EQ(SRCNIC_OK, hub->dest_create(nics.nic(1 + p)->addr(), pqp[p]->qpn(), &dest[p]));
     }
+    std::vector<Note> hbuf(qc.rq_size);
+    for (uint32_t b = 0; b < qc.rq_size; ++b) {
+        ASSERT_EQ(SRCNIC_OK, hqp->post_recv(make_recv(b, &hbuf[b], sizeof(Note))));
+    }
+    for (int p = 0; p < 2; ++p) {
+        ASSERT_EQ(SRCNIC_OK, nics.nic(1 + p)->dest_create(hub->addr(), hqp->qpn(), &back[p]));
+    }
     constexpr uint32_t kPerPhase = 1500;
-    uint32_t next_seq[2] = {0, 0}, sent[2] = {0, 0};
-    std::vector<Note> notes(4 * kPerPhase);
+    uint32_t next_seq[2] = {0, 0}, sent[2] = {0, 0}, echo_seq[2] = {0, 0}, echo_done[2] = {0, 0};
+    uint32_t echo_posted[2] = {0, 0};   // echoes posted (those received beyond wait for room)
+    std::vector<Note> notes(4 * kPerPhase), echoes[2];
+    echoes[0].resize(4 * kPerPhase);
+    echoes[1].resize(4 * kPerPhase);
     std::string failure;
     auto drain_peers = [&] {
         srcnic_cqe_t cqe;
         for (int p = 0; p < 2; ++p) {
             while (pqp[p]->poll_cq(&cqe, 1) == 1) {
+                if (cqe.opcode != SRCNIC_OP_RECV) {   // an echo went
+                    if (cqe.status != SRCNIC_OK) {
+                        failure = "peer " + std::to_string(p) + "'s echo: " +
+                                  srcnic_status_string(static_cast<srcnic_status_t>(cqe.status));
+                    }
+                    ++echo_done[p];
+                    continue;
+                }
                 const Note n = rbuf[p][cqe.wr_id];
                 if (cqe.status != SRCNIC_OK || n.src != static_cast<uint32_t>(p) || n.seq != next_seq[p]) {
                     failure = "peer " + std::to_string(p) + ": lost, repeated or out of order at " +
                               std::to_string(next_seq[p]);
                 }
+                echoes[p][next_seq[p]] = n;
                 ++next_seq[p];
                 pqp[p]->post_recv(make_recv(cqe.wr_id, &rbuf[p][cqe.wr_id], sizeof(Note)));
             }
+            while (echo_posted[p] < next_seq[p]) {
+                const Note &e = echoes[p][echo_posted[p]];
+                const srcnic_status_t s = pqp[p]->post_send(make_send(back[p], echo_posted[p], &e, sizeof(e)));
+                if (s == SRCNIC_ERR_NO_RESOURCE) {
+                    break;   // its send ring is full: the rest go as it drains
+                }
+                if (s != SRCNIC_OK) {
+                    failure = "peer " + std::to_string(p) + ": echo not posted";
+                    break;
+                }
+                ++echo_posted[p];
+            }
         }
+    };
+    // The hub's receives: each peer's echoes once, in order.
+    auto take_echo = [&](const srcnic_cqe_t &cqe) {
+        const Note n = hbuf[cqe.wr_id];
+        if (cqe.status != SRCNIC_OK || n.src > 1 || n.seq != echo_seq[n.src]) {
+            failure = "hub: an echo lost, repeated or out of order";
+        } else {
+            ++echo_seq[n.src];
+        }
+        hqp->post_recv(make_recv(cqe.wr_id, &hbuf[cqe.wr_id], sizeof(Note)));
     };
     uint32_t completed = 0, posted = 0;
     for (int phase = 0; phase < 4 && failure.empty(); ++phase) {
@@ -356,6 +399,10 @@ TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_r
             }
             srcnic_cqe_t cqe;
             while (hqp->poll_cq(&cqe, 1) == 1) {
+                if (cqe.opcode == SRCNIC_OP_RECV) {
+                    take_echo(cqe);
+                    continue;
+                }
                 if (cqe.status != SRCNIC_OK) {
                     failure = std::string("hub: ") + srcnic_status_string(static_cast<srcnic_status_t>(cqe.status));
                 }
@@ -363,11 +410,22 @@ TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_r
             }
             drain_peers();
             return !failure.empty() || (k == kPerPhase && completed == posted &&
-                                        next_seq[0] == sent[0] && next_seq[1] == sent[1]);
+                                        next_seq[0] == sent[0] && next_seq[1] == sent[1] &&
+                                        echo_seq[0] == sent[0] && echo_seq[1] == sent[1] &&
+                                        echo_done[0] == sent[0] && echo_done[1] == sent[1]);
         });
         ASSERT_TRUE(ok) << "watchdog in phase " << phase;
         // An idle gap: the connection of this phase's peer becomes idle for a demotion.
-        progress_until(nics.all(), [&] { drain_peers(); return false; }, 0.03);
+        progress_until(nics.all(), [&] {
+            srcnic_cqe_t cqe;
+            while (hqp->poll_cq(&cqe, 1) == 1) {
+                if (cqe.opcode == SRCNIC_OP_RECV) {
+                    take_echo(cqe);
+                }
+            }
+            drain_peers();
+            return false;
+        }, 0.03);
     }
     ASSERT_EQ("", failure);
     std::printf("hub: promoted %" PRIu64 ", demoted %" PRIu64 ", fell back %" PRIu64
@@ -380,6 +438,8 @@ TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_r
     EXPECT_LE(hub->num_connections(), 1u);
     EXPECT_EQ(2u * kPerPhase, next_seq[0]);
     EXPECT_EQ(2u * kPerPhase, next_seq[1]);
+    EXPECT_EQ(2u * kPerPhase, echo_seq[0]);
+    EXPECT_EQ(2u * kPerPhase, echo_seq[1]);
 }
 
 } // namespace
