@@ -54,6 +54,19 @@ protected:
         return h;
     }
 
+    // A 4-byte SEND of *v to dest, posted on qp_.
+    static srcnic_wqe_t send4(srcnic_dest_t dest, uint64_t wr_id, const uint32_t *v)
+    {
+        srcnic_wqe_t w = {};
+        w.wr_id = wr_id;
+        w.opcode = SRCNIC_OP_SEND;
+        w.dest = dest;
+        w.num_sge = 1;
+        w.u.sge[0].addr = reinterpret_cast<uint64_t>(v);
+        w.u.sge[0].length = 4;
+        return w;
+    }
+
     // Sends DC_CLOSE of stream `stream` at PSN psn to the Nic's context ctx and lets it take it.
     void dc_close(uint32_t ctx, uint32_t stream, uint32_t psn)
     {
@@ -313,14 +326,7 @@ TEST_F(Dc, use_dc__the_connection_requests_go_again_over_a_stream_in_order)
     const srcnic_dest_t dest = dest_to_peer();
     uint32_t payload[2] = {0x11111111, 0x22222222};
     for (int i = 0; i < 2; ++i) {
-        srcnic_wqe_t w = {};
-        w.wr_id = 50 + i;
-        w.opcode = SRCNIC_OP_SEND;
-        w.dest = dest;
-        w.num_sge = 1;
-        w.u.sge[0].addr = reinterpret_cast<uint64_t>(&payload[i]);
-        w.u.sge[0].length = 4;
-        ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+        ASSERT_EQ(SRCNIC_OK, qp_->post_send(send4(dest, 50 + i, &payload[i])));
     }
     Packet first;
     ASSERT_TRUE(await_psn(1, &first));
@@ -368,15 +374,8 @@ TEST_F(Dc, dc_gone__the_initiator_resends_from_its_oldest_unacked_psn_as_syn)
     // unacknowledged PSN sent again with dst_conn 0 and a proof
     const srcnic_dest_t dest = dest_to_peer();
     PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
-    uint32_t v = 7;
-    srcnic_wqe_t w = {};
-    w.wr_id = 60;
-    w.opcode = SRCNIC_OP_SEND;
-    w.dest = dest;
-    w.num_sge = 1;
-    w.u.sge[0].addr = reinterpret_cast<uint64_t>(&v);
-    w.u.sge[0].length = 4;
-    ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+    const uint32_t v = 7;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(send4(dest, 60, &v)));
     Packet p;
     ASSERT_TRUE(await_psn(1, &p));
     nak.src_conn = 0;
@@ -464,15 +463,8 @@ TEST_F(Dc, closed_by_agreement__the_peer_opens_again_first__our_requests_join_it
     const uint32_t opened = peer_->nic_conn();
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_OPENED));
     // post a SEND on the destination / expect it on that connection: no SYN, the peer's new id
-    uint32_t v = 9;
-    srcnic_wqe_t w = {};
-    w.wr_id = 70;
-    w.opcode = SRCNIC_OP_SEND;
-    w.dest = dest;
-    w.num_sge = 1;
-    w.u.sge[0].addr = reinterpret_cast<uint64_t>(&v);
-    w.u.sge[0].length = 4;
-    ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+    const uint32_t v = 9;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(send4(dest, 70, &v)));
     Packet p;
     ASSERT_TRUE(await_psn(1, &p));
     EXPECT_EQ(0u, p.h.flags & kFlagSyn);
