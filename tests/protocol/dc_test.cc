@@ -54,19 +54,6 @@ protected:
         return h;
     }
 
-    // A 4-byte SEND of *v to dest, posted on qp_.
-    static srcnic_wqe_t send4(srcnic_dest_t dest, uint64_t wr_id, const uint32_t *v)
-    {
-        srcnic_wqe_t w = {};
-        w.wr_id = wr_id;
-        w.opcode = SRCNIC_OP_SEND;
-        w.dest = dest;
-        w.num_sge = 1;
-        w.u.sge[0].addr = reinterpret_cast<uint64_t>(v);
-        w.u.sge[0].length = 4;
-        return w;
-    }
-
     // Sends DC_CLOSE of stream `stream` at PSN psn to the Nic's context ctx and lets it take it.
     void dc_close(uint32_t ctx, uint32_t stream, uint32_t psn)
     {
@@ -83,6 +70,15 @@ protected:
         PacketHeader ask = peer_->header(Opcode::kCLOSE, psn, 0);
         ask.imm = static_cast<uint32_t>(CloseKind::kAsk);
         peer_->send(ask);
+    }
+
+    // Sends a CLOSE ask at psn and returns the Nic's answer (skipped: the packets before it).
+    Packet close_answer(uint32_t psn, std::vector<Packet> *skipped = nullptr)
+    {
+        close_ask(psn);
+        Packet answer;
+        EXPECT_TRUE(await_op(Opcode::kCLOSE, &answer, skipped)) << "no CLOSE answer";
+        return answer;
     }
 
     // Sends a 4-byte DC SEND and returns what the Nic emitted in that progress call.
@@ -326,7 +322,7 @@ TEST_F(Dc, use_dc__the_connection_requests_go_again_over_a_stream_in_order)
     const srcnic_dest_t dest = dest_to_peer();
     uint32_t payload[2] = {0x11111111, 0x22222222};
     for (int i = 0; i < 2; ++i) {
-        ASSERT_EQ(SRCNIC_OK, qp_->post_send(send4(dest, 50 + i, &payload[i])));
+        ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 50 + i, &payload[i], 4)));
     }
     Packet first;
     ASSERT_TRUE(await_psn(1, &first));
@@ -375,7 +371,7 @@ TEST_F(Dc, dc_gone__the_initiator_resends_from_its_oldest_unacked_psn_as_syn)
     const srcnic_dest_t dest = dest_to_peer();
     PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
     const uint32_t v = 7;
-    ASSERT_EQ(SRCNIC_OK, qp_->post_send(send4(dest, 60, &v)));
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 60, &v, 4)));
     Packet p;
     ASSERT_TRUE(await_psn(1, &p));
     nak.src_conn = 0;
@@ -413,18 +409,13 @@ TEST_F(Dc, close_ask__a_quiet_connection_is_agreed_closed_and_agreed_again)
     // receive CLOSE ask at the peer's next PSN (2), acknowledging all the Nic sent (its next is
     // 1) / expect CLOSE agreed, the connection closed without failing (CONN_DEMOTED)
     Counters before(*nic_);
-    close_ask(2);
-    Packet answer;
-    ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer));
-    EXPECT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), answer.h.imm);
+    EXPECT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), close_answer(2).h.imm);
     EXPECT_EQ(0u, nic_->num_connections());
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_DEMOTED));
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_CONN_FAILED));
     // receive the ask again (the answer was lost) / expect agreed again, not RST
-    close_ask(2);
     std::vector<Packet> skipped;
-    ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer, &skipped));
-    EXPECT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), answer.h.imm);
+    EXPECT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), close_answer(2, &skipped).h.imm);
     EXPECT_EQ(0u, count_op(skipped, Opcode::kRST));
     // The released slot answered for its last occupant without taking an active half.
     EXPECT_EQ(0u, nic_->active_halves());
@@ -435,10 +426,7 @@ TEST_F(Dc, close_ask__with_a_packet_not_received_here_is_refused)
     open_connection();
     // receive CLOSE ask claiming the peer's next PSN is 3 (the Nic holds up to 1) / expect CLOSE
     // refused, the connection kept
-    close_ask(3);
-    Packet answer;
-    ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer));
-    EXPECT_EQ(static_cast<uint32_t>(CloseKind::kRefused), answer.h.imm);
+    EXPECT_EQ(static_cast<uint32_t>(CloseKind::kRefused), close_answer(3).h.imm);
     EXPECT_EQ(1u, nic_->num_connections());
     EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_CONN_DEMOTED));
 }
@@ -451,10 +439,7 @@ TEST_F(Dc, closed_by_agreement__the_peer_opens_again_first__our_requests_join_it
     const srcnic_dest_t dest = dest_to_peer();
     open_connection();
     Counters before(*nic_);
-    close_ask(2);
-    Packet answer;
-    ASSERT_TRUE(await_op(Opcode::kCLOSE, &answer));
-    ASSERT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), answer.h.imm);
+    ASSERT_EQ(static_cast<uint32_t>(CloseKind::kAgreed), close_answer(2).h.imm);
     ASSERT_EQ(0u, nic_->num_connections());
     // receive a SYN SEND of the peer's new connection / expect it opened and acknowledged
     peer_->conn_id(peer_->conn_id() + 1);
@@ -464,7 +449,7 @@ TEST_F(Dc, closed_by_agreement__the_peer_opens_again_first__our_requests_join_it
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_OPENED));
     // post a SEND on the destination / expect it on that connection: no SYN, the peer's new id
     const uint32_t v = 9;
-    ASSERT_EQ(SRCNIC_OK, qp_->post_send(send4(dest, 70, &v)));
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 70, &v, 4)));
     Packet p;
     ASSERT_TRUE(await_psn(1, &p));
     EXPECT_EQ(0u, p.h.flags & kFlagSyn);
