@@ -164,13 +164,21 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
             }
         } else if ((h.imm == static_cast<uint32_t>(NakReason::kRnr) ||
                     (h.imm == static_cast<uint32_t>(NakReason::kDcBusy) && dci)) && in_flight) {
-            count(h.imm == static_cast<uint32_t>(NakReason::kRnr) ? SRCNIC_CNT_RNR_RECEIVED
-                                                                   : SRCNIC_CNT_DC_BUSY_RECEIVED);
+            const bool busy = h.imm == static_cast<uint32_t>(NakReason::kDcBusy);
+            count(busy ? SRCNIC_CNT_DC_BUSY_RECEIVED : SRCNIC_CNT_RNR_RECEIVED);
             const uint64_t now = this->now();
+            if (busy && now - c->act->progress_ns > static_cast<uint64_t>(config_.peer_timeout_ms) * kNsPerMs) {
+                // Refused a target context for as long as a silent peer is given: fail as
+                // one, rather than wait without bound behind other initiators (§8.3).
+                conn_fail(c, SRCNIC_ERR_ENDPOINT_TIMEOUT);
+                break;
+            }
             c->act->rnr_until_ns = now + static_cast<uint64_t>(c->act->rnr_delay_us) * kNsPerUs;
             c->act->rnr_delay_us = std::min(c->act->rnr_delay_us * 2, std::max(config_.rnr_delay_us, 10000u));
             start_resend(c, h.psn, c->act->send_psn);
-            c->act->progress_ns = now;   // the peer is alive, only busy
+            if (!busy) {
+                c->act->progress_ns = now;   // the peer is alive, its application not ready
+            }
             c->act->retries = 0;
             c->act->rto_deadline_ns = 0;
             activate(c);

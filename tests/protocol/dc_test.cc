@@ -402,6 +402,62 @@ TEST_F(Dc, dc_gone__the_initiator_resends_from_its_oldest_unacked_psn_as_syn)
     EXPECT_EQ(p.h.stream, again.h.stream);
 }
 
+// A DCI whose target answers DC_BUSY for longer than the peer timeout.
+class DcBusyTimeout : public Dc {
+protected:
+    static constexpr uint32_t kPeerTimeoutMs = 300;
+
+    srcnic_config_t config() override
+    {
+        srcnic_config_t c = Dc::config();
+        c.peer_timeout_ms = kPeerTimeoutMs;
+        return c;
+    }
+};
+
+TEST_F(DcBusyTimeout, dc_busy_for_longer_than_the_peer_timeout__the_request_fails_endpoint_timeout)
+{
+    // a SEND that goes over DC (the raw peer answered its connection's SYN USE_DC), whose
+    // stream the raw peer answers DC_BUSY every time / expect it kept waiting (resent after the
+    // back-off, not failed) until the peer timeout, then completed ENDPOINT_TIMEOUT: a target
+    // that never admits the stream must not hang the request
+    const srcnic_dest_t dest = dest_to_peer();
+    const uint32_t v = 5;
+    const uint64_t t0 = now_ns();
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 80, &v, 4)));
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
+    nak.src_conn = 0;
+    nak.dst_conn = p.h.src_conn;
+    nak.imm = static_cast<uint32_t>(NakReason::kUseDc);
+    peer_->send(nak);
+    Counters before(*nic_);
+    srcnic_cqe_t cqe = {};
+    bool done = false;
+    const uint64_t deadline = now_ns() + 10 * kNsPerSec;
+    while (!done && now_ns() < deadline) {
+        nic_->progress();
+        for (const Packet &q : peer_->receive()) {
+            if ((q.h.flags & kFlagDcInit) == 0 || q.h.psn != 1) {
+                continue;
+            }
+            PacketHeader busy = peer_->header(Opcode::kNAK, 1, kFlagDcTarget);
+            busy.stream = q.h.stream;
+            busy.src_conn = 0;
+            busy.dst_conn = q.h.src_conn;
+            busy.imm = static_cast<uint32_t>(NakReason::kDcBusy);
+            peer_->send(busy);
+        }
+        done = qp_->poll_cq(&cqe, 1) == 1;
+    }
+    ASSERT_TRUE(done) << "watchdog: the request waited behind DC_BUSY without bound";
+    EXPECT_EQ(80u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_ERR_ENDPOINT_TIMEOUT, static_cast<srcnic_status_t>(cqe.status));
+    EXPECT_GE(now_ns() - t0, kPeerTimeoutMs * kNsPerMs);
+    EXPECT_GE(before.delta(SRCNIC_CNT_DC_BUSY_RECEIVED), 2u);
+}
+
 TEST_F(Dc, close_ask__a_quiet_connection_is_agreed_closed_and_agreed_again)
 {
     open_connection();
