@@ -72,6 +72,19 @@ protected:
         peer_->send(ask);
     }
 
+    // The raw peer answers the Nic's packet p with a NAK of reason that names no connection of
+    // its own (src_conn 0): at p's PSN, as a DC target (p's stream) when p is a DC stream's.
+    void nak_unbound(const PacketHeader &p, NakReason reason)
+    {
+        const bool dc = (p.flags & kFlagDcInit) != 0;
+        PacketHeader nak = peer_->header(Opcode::kNAK, p.psn, dc ? kFlagDcTarget : 0);
+        nak.stream = dc ? p.stream : 0;
+        nak.src_conn = 0;
+        nak.dst_conn = p.src_conn;
+        nak.imm = static_cast<uint32_t>(reason);
+        peer_->send(nak);
+    }
+
     // Sends a CLOSE ask at psn and returns the Nic's answer (skipped: the packets before it).
     Packet close_answer(uint32_t psn, std::vector<Packet> *skipped = nullptr)
     {
@@ -327,11 +340,7 @@ TEST_F(Dc, use_dc__the_connection_requests_go_again_over_a_stream_in_order)
     Packet first;
     ASSERT_TRUE(await_psn(1, &first));
     ASSERT_EQ(0u, first.h.flags & kFlagsDc);
-    PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
-    nak.src_conn = 0;
-    nak.dst_conn = first.h.src_conn;
-    nak.imm = static_cast<uint32_t>(NakReason::kUseDc);
-    peer_->send(nak);
+    nak_unbound(first.h, NakReason::kUseDc);
     std::vector<Packet> dc;
     ASSERT_TRUE(await([&dc](const Packet &p) {
         if ((p.h.flags & kFlagDcInit) != 0 && opcode_info(p.h.opcode).sequenced) {
@@ -369,15 +378,11 @@ TEST_F(Dc, dc_gone__the_initiator_resends_from_its_oldest_unacked_psn_as_syn)
     // a DC stream whose target (the raw peer) learned its id, then answers DC_GONE / expect the
     // unacknowledged PSN sent again with dst_conn 0 and a proof
     const srcnic_dest_t dest = dest_to_peer();
-    PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
     const uint32_t v = 7;
     ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 60, &v, 4)));
     Packet p;
     ASSERT_TRUE(await_psn(1, &p));
-    nak.src_conn = 0;
-    nak.dst_conn = p.h.src_conn;
-    nak.imm = static_cast<uint32_t>(NakReason::kUseDc);
-    peer_->send(nak);
+    nak_unbound(p.h, NakReason::kUseDc);
     ASSERT_TRUE(await([](const Packet &q) { return (q.h.flags & kFlagDcInit) != 0 && q.h.psn == 1; }, &p));
     // the target acknowledges nothing yet but names itself (ACK at stream position 1, ack 1)
     PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget);
@@ -388,12 +393,7 @@ TEST_F(Dc, dc_gone__the_initiator_resends_from_its_oldest_unacked_psn_as_syn)
     peer_->send(ack);
     run_for(100);
     // then DC_GONE for psn 1
-    PacketHeader gone = peer_->header(Opcode::kNAK, 1, kFlagDcTarget);
-    gone.stream = p.h.stream;
-    gone.src_conn = 0;
-    gone.dst_conn = p.h.src_conn;
-    gone.imm = static_cast<uint32_t>(NakReason::kDcGone);
-    peer_->send(gone);
+    nak_unbound(p.h, NakReason::kDcGone);
     Packet again;
     ASSERT_TRUE(await([](const Packet &q) {
         return (q.h.flags & kFlagDcInit) != 0 && q.h.psn == 1 && q.h.dst_conn == 0 &&
@@ -427,11 +427,7 @@ TEST_F(DcBusyTimeout, dc_busy_for_longer_than_the_peer_timeout__the_request_fail
     ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 80, &v, 4)));
     Packet p;
     ASSERT_TRUE(await_psn(1, &p));
-    PacketHeader nak = peer_->header(Opcode::kNAK, 1, 0);
-    nak.src_conn = 0;
-    nak.dst_conn = p.h.src_conn;
-    nak.imm = static_cast<uint32_t>(NakReason::kUseDc);
-    peer_->send(nak);
+    nak_unbound(p.h, NakReason::kUseDc);
     Counters before(*nic_);
     srcnic_cqe_t cqe = {};
     bool done = false;
@@ -442,12 +438,7 @@ TEST_F(DcBusyTimeout, dc_busy_for_longer_than_the_peer_timeout__the_request_fail
             if ((q.h.flags & kFlagDcInit) == 0 || q.h.psn != 1) {
                 continue;
             }
-            PacketHeader busy = peer_->header(Opcode::kNAK, 1, kFlagDcTarget);
-            busy.stream = q.h.stream;
-            busy.src_conn = 0;
-            busy.dst_conn = q.h.src_conn;
-            busy.imm = static_cast<uint32_t>(NakReason::kDcBusy);
-            peer_->send(busy);
+            nak_unbound(q.h, NakReason::kDcBusy);
         }
         done = qp_->poll_cq(&cqe, 1) == 1;
     }
