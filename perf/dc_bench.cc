@@ -11,6 +11,7 @@
 //   latency   8-byte SEND ping-pong from the hub to peer k, k cycling over all P peers (so every
 //             round trip goes to another peer, the case DC serves worst); one-way = half the
 //             round trip, median and p99. Only the two engines of a round trip are progressed.
+//             pkts/rt: the hub's packets (sent and received) per round trip.
 //   rate      8-byte SENDs from the hub to peers in turn, 64 outstanding, counted at the hub's
 //             completions per second. The hub and the peers of the last 64 messages are
 //             progressed (the others have nothing to do).
@@ -24,6 +25,7 @@
 //             own would have (a quiet DCI releases its stream with DC_CLOSE, which takes the
 //             stream out of the target's closed table, PROTOCOL.md §8.5).
 // Every message is checked (length, completion status); a stall beyond the watchdog is an error.
+// --modes runs only the modes named (dc/conn is nan without conn).
 // Exits 0 whether or not the aims are met, 1 on an error, 2 on bad usage.
 #include "core/nic_config.h"
 #include "link/loopback_link.h"
@@ -35,6 +37,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -170,6 +173,7 @@ bool await(Nic *a, Nic *b, Qp *qp, srcnic_opcode_t op)
 
 struct Result {
     double lat_med_us = 0, lat_p99_us = 0, rate = 0;
+    double pkts_per_rt = 0;   // the hub's packets, sent and received, per measured round trip
     Nic::StateBytes state, settled;
     uint64_t streams = 0, fallbacks = 0, promoted = 0;
     unsigned conns = 0;
@@ -183,6 +187,7 @@ Result run(size_t npeers, uint32_t budget, bool promote, unsigned rounds)
     // One pass over every peer first (connections opened, first streams), then the measured
     // round trips, each to the next peer.
     std::vector<double> rtts;
+    uint64_t pk0 = 0;   // the hub's packets (sent and received) before the measured round trips
     const unsigned total = static_cast<unsigned>(std::max<size_t>(rounds, npeers)) + static_cast<unsigned>(npeers);
     for (unsigned r = 0; r < total; ++r) {
         const size_t k = r % npeers;
@@ -204,6 +209,9 @@ Result run(size_t npeers, uint32_t budget, bool promote, unsigned rounds)
         if (r >= npeers) {
             rtts.push_back((now_ns_() - t0) / 2000.0);
         }
+        if (r + 1 == npeers) {
+            pk0 = bed.hub->counter(SRCNIC_CNT_TX_PACKETS) + bed.hub->counter(SRCNIC_CNT_RX_PACKETS);
+        }
         // Send completions of both (the ack may come after the answer).
         srcnic_cqe_t cqe;
         while (bed.peer_qps[k]->poll_cq(&cqe, 1) == 1) {
@@ -212,6 +220,8 @@ Result run(size_t npeers, uint32_t budget, bool promote, unsigned rounds)
             }
         }
     }
+    res.pkts_per_rt = static_cast<double>(bed.hub->counter(SRCNIC_CNT_TX_PACKETS) +
+                                          bed.hub->counter(SRCNIC_CNT_RX_PACKETS) - pk0) / rtts.size();
     std::sort(rtts.begin(), rtts.end());
     res.lat_med_us = rtts[rtts.size() / 2];
     res.lat_p99_us = rtts[std::min(rtts.size() - 1, rtts.size() * 99 / 100)];
@@ -310,13 +320,33 @@ int main(int argc, char **argv)
 {
     std::vector<size_t> peers = {1, 16, 64, 256, 1024, 4096};
     unsigned rounds = 2000;
+    bool run_mode[3] = {true, true, true};   // --modes: conn, dc, budget64
+    const char *modes[3] = {"conn", "dc", "budget64"};
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--peers") == 0 && i + 1 < argc) {
             peers = parse_list(argv[++i]);
         } else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) {
             rounds = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+        } else if (std::strcmp(argv[i], "--modes") == 0 && i + 1 < argc) {
+            const std::string list = argv[++i];
+            for (bool &on : run_mode) {
+                on = false;
+            }
+            for (size_t at = 0; at <= list.size();) {
+                const size_t end = std::min(list.find(',', at), list.size());
+                const std::string name = list.substr(at, end - at);
+                const auto known = std::find_if(std::begin(modes), std::end(modes),
+                                                [&](const char *m) { return name == m; });
+                if (known == std::end(modes)) {
+                    std::fprintf(stderr, "dc_bench: unknown mode '%s' in --modes (conn, dc, budget64)\n",
+                                 name.c_str());
+                    return 2;
+                }
+                run_mode[known - std::begin(modes)] = true;
+                at = end + 1;
+            }
         } else {
-            std::fprintf(stderr, "usage: dc_bench [--peers 1,16,64,...] [--rounds N]\n");
+            std::fprintf(stderr, "usage: dc_bench [--peers 1,16,64,...] [--rounds N] [--modes conn,dc,budget64]\n");
             return 2;
         }
     }
@@ -333,10 +363,9 @@ int main(int argc, char **argv)
     }
     g_rbufs.resize(256);
     srcnic_log_set_level(SRCNIC_LOG_LEVEL_ERROR);
-    std::printf("%-9s %6s %5s %8s %9s %9s %11s %9s %12s %11s %10s %11s %10s %9s\n", "mode", "peers", "conns",
-                "streams", "lat_us", "p99_us", "rate_msg/s", "dc/conn", "nic_state_B", "B/peer", "settled_B",
+    std::printf("%-9s %6s %5s %8s %9s %9s %7s %11s %9s %12s %11s %10s %11s %10s %9s\n", "mode", "peers", "conns",
+                "streams", "lat_us", "p99_us", "pkts/rt", "rate_msg/s", "dc/conn", "nic_state_B", "B/peer", "settled_B",
                 "addr_hdl_B", "fallbacks", "promoted");
-    const char *modes[3] = {"conn", "dc", "budget64"};
     for (size_t p : peers) {
         // A warm-up bed of this size first, not reported: the first bed of a size ran slower
         // (the process's memory grows to it), whatever its mode.
@@ -347,6 +376,9 @@ int main(int argc, char **argv)
         for (int pass = 0; pass < 2; ++pass) {
             for (int j = 0; j < 3; ++j) {
                 const int m = pass == 0 ? j : 2 - j;
+                if (!run_mode[m]) {
+                    continue;
+                }
                 const uint32_t budget = m == 0 ? static_cast<uint32_t>(std::max<size_t>(p, 1)) : m == 1 ? 1u : 64u;
                 // dc: every peer beyond the one connection stays on DC (no promotion);
                 // budget64: as configured by default (busy DC peers are promoted when a
@@ -358,21 +390,25 @@ int main(int argc, char **argv)
                     res[m].lat_med_us = (res[m].lat_med_us + r.lat_med_us) / 2;
                     res[m].lat_p99_us = (res[m].lat_p99_us + r.lat_p99_us) / 2;
                     res[m].rate = (res[m].rate + r.rate) / 2;
+                    res[m].pkts_per_rt = (res[m].pkts_per_rt + r.pkts_per_rt) / 2;
                 }
             }
         }
         const Result &conn = res[0];
         for (int m = 0; m < 3; ++m) {
+            if (!run_mode[m]) {
+                continue;
+            }
             const char *mode = modes[m];
             const Result &r = res[m];
             auto nic_of = [](const Nic::StateBytes &b) {
                 return b.connections + b.dcis + b.dc_targets + b.active + b.closed;
             };
             const size_t nic = nic_of(r.state);
-            std::printf("%-9s %6zu %5u %8" PRIu64 " %9.2f %9.2f %11.0f %9.2f %12zu %11.1f %10zu %11zu %10" PRIu64
+            std::printf("%-9s %6zu %5u %8" PRIu64 " %9.2f %9.2f %7.2f %11.0f %9.2f %12zu %11.1f %10zu %11zu %10" PRIu64
                         " %9" PRIu64 "\n",
-                        mode, p, r.conns, r.streams, r.lat_med_us, r.lat_p99_us, r.rate,
-                        r.lat_med_us / conn.lat_med_us, nic, static_cast<double>(nic) / p,
+                        mode, p, r.conns, r.streams, r.lat_med_us, r.lat_p99_us, r.pkts_per_rt, r.rate,
+                        run_mode[0] ? r.lat_med_us / conn.lat_med_us : NAN, nic, static_cast<double>(nic) / p,
                         nic_of(r.settled), r.state.remotes, r.fallbacks, r.promoted);
             std::fflush(stdout);
         }

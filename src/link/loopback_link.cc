@@ -98,6 +98,10 @@ public:
             --count_;
         }
         if (count_ == 0) {
+            // An emptied queue starts again at its first slot: a link that is seldom more than
+            // a few datagrams deep keeps to a few warm slots instead of walking its whole
+            // queue (queue_depth x mtu bytes, mapped on first touch) one page fault at a time.
+            head_ = 0;
             clear_event();
         }
         stats_.rx_dropped = dropped_;
