@@ -15,6 +15,8 @@
 //             goes to another peer, the case DC serves worst): one-way = half the round trip,
 //             median and p99. Includes waking the peer's process.
 //   rate      echoes per second with 64 messages outstanding, peers in turn.
+//   gone/busy the hub's DC_GONE and DC_BUSY NAKs as a target (sums of both runs): peers'
+//             streams whose context it evicted meanwhile, or had no context for.
 // Every echo is checked (its value, its sender's QP); a stall beyond the watchdog is an error.
 // Exits 0 whether or not the aims are met, 1 on an error, 2 on bad usage.
 #include "send8.h"
@@ -181,6 +183,7 @@ srcnic_config_t engine_config()
 struct Result {
     double lat_med_us = 0, lat_p99_us = 0, rate = 0;
     uint64_t dc_fallbacks = 0, dc_streams = 0;
+    uint64_t dc_gone = 0, dc_busy = 0;   // the hub's, as a target: DC_GONE and DC_BUSY sent
     unsigned conns = 0;
 };
 
@@ -364,6 +367,8 @@ public:
         r.rate = static_cast<double>(msgs) / (static_cast<double>(now_ns() - t0) / 1e9);
         r.dc_fallbacks = srcnic_nic_counter(nic_, SRCNIC_CNT_DC_FALLBACKS);
         r.dc_streams = srcnic_nic_counter(nic_, SRCNIC_CNT_DC_STREAMS);
+        r.dc_gone = srcnic_nic_counter(nic_, SRCNIC_CNT_DC_GONE_SENT);
+        r.dc_busy = srcnic_nic_counter(nic_, SRCNIC_CNT_DC_BUSY_SENT);
         r.conns = srcnic_nic_num_connections(nic_);
         for (unsigned k = 0; k < npeers_; ++k) {
             send(k, kStop);
@@ -462,8 +467,8 @@ int main(int argc, char **argv)
     std::printf("# dc_udp_bench: one engine per process over UDP on 127.0.0.1, %u rounds; "
                 "one-way latency of an 8 B echo (median, p99, us), echoes/s with %u outstanding\n",
                 rounds, kWindow);
-    std::printf("%-6s %-9s %10s %10s %12s %8s %10s %10s\n", "peers", "mode", "lat_med", "lat_p99",
-                "rate", "conns", "fallbacks", "streams");
+    std::printf("%-6s %-9s %10s %10s %12s %8s %10s %10s %8s %8s\n", "peers", "mode", "lat_med", "lat_p99",
+                "rate", "conns", "fallbacks", "streams", "gone", "busy");
     for (unsigned p : peers) {
         struct Mode {
             const char *name;
@@ -487,6 +492,8 @@ int main(int argc, char **argv)
                 m.sum.conns = r.conns;
                 m.sum.dc_fallbacks = r.dc_fallbacks;
                 m.sum.dc_streams += r.dc_streams;
+                m.sum.dc_gone += r.dc_gone;
+                m.sum.dc_busy += r.dc_busy;
             }
         }
         for (const Mode &m : modes) {
@@ -494,8 +501,9 @@ int main(int argc, char **argv)
                 continue;
             }
             const Result &r = m.sum;
-            std::printf("%-6u %-9s %10.2f %10.2f %12.0f %8u %10" PRIu64 " %10" PRIu64, p, m.name,
-                        r.lat_med_us, r.lat_p99_us, r.rate, r.conns, r.dc_fallbacks, r.dc_streams);
+            std::printf("%-6u %-9s %10.2f %10.2f %12.0f %8u %10" PRIu64 " %10" PRIu64 " %8" PRIu64 " %8" PRIu64,
+                        p, m.name, r.lat_med_us, r.lat_p99_us, r.rate, r.conns, r.dc_fallbacks, r.dc_streams,
+                        r.dc_gone, r.dc_busy);
             if (modes[0].sum.lat_med_us > 0) {   // conn ran
                 std::printf("  lat/conn %.2f", r.lat_med_us / modes[0].sum.lat_med_us);
             }
