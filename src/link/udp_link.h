@@ -104,6 +104,19 @@
 // busy peer: a ping-pong) and no quiet one is due, rx_burst polls it directly, skipping the
 // loop: the link remembers the socket that returned the latest datagram and when any other
 // last did, which tells that no other socket is active.
+// Counting calls measures time only while they come back to back. A call that comes
+// kUdpSweepTicks or more after the previous one (the caller was off the CPU, yielded it, or
+// worked elsewhere) polls every socket ("sweep"): whatever arrived meanwhile has waited that
+// long already, on any socket. Ranks that share CPUs are the case: Open MPI, oversubscribed,
+// yields the CPU after each progress call that found nothing, and a rank's next call can come
+// a time slice of another rank later. Waiting 16 such calls for a quiet socket's turn kept
+// datagrams in its queue for milliseconds (in a 4-rank osu_alltoall on 2 CPUs, a fifth to a
+// half of those a quiet poll found had waited over 1 ms; acknowledgements among them, so
+// that their senders' tail-loss probes fired: thousands per rank instead of tens), and the
+// alltoall took 1.6 times as long as with the bound socket alone, 4-6 times with a third
+// process busy on one of the CPUs (perf/results/2026-11-27-a2a/NOTES.md). The gap is read
+// from the CPU's time-stamp counter (a few nanoseconds; the clock where there is none), only
+// on a link with peer sockets.
 //
 // Datagrams to itself. A datagram to the link's own address (a connection of an engine to
 // itself: every message between two processes attached to one node agent) does not go through
@@ -131,6 +144,7 @@
 #ifndef SRCNIC_LINK_UDP_LINK_H
 #define SRCNIC_LINK_UDP_LINK_H
 
+#include "core/clock.h"
 #include "link/link.h"
 
 #include <netinet/in.h>
@@ -180,6 +194,11 @@ constexpr uint32_t kUdpActiveCalls = 256;
 constexpr uint32_t kUdpIdlePollEvery = 16;
 // ... and every this many calls whatever the active ones found.
 constexpr uint32_t kUdpBusyPollEvery = 32;
+// A call this many time-stamp counter ticks (nanoseconds where there is no counter) after the
+// previous one polls every socket (see "Polling several sockets"): 10 µs at 3.2 GHz, 32 µs at
+// 1 GHz; back-to-back calls on this machine come under 1 µs apart, one that yielded the CPU to
+// another process 2 µs or more.
+constexpr uint64_t kUdpSweepTicks = 32768;
 // Receive calls in one rx_burst that may fail with a hard error before it gives up.
 constexpr uint32_t kUdpMaxRxErrorsPerBurst = 8;
 // Largest datagram size for which receive aggregation is used, bytes.
@@ -245,6 +264,12 @@ public:
     {
         ++rx_calls_;
         self_lent_ = 0;   // what the previous call lent is the caller's no longer
+        if (socks_.size() > 1) {
+            // After a gap every socket is due (see "Polling several sockets").
+            const uint64_t ticks = rx_ticks();
+            rx_sweep_ = ticks - rx_last_ticks_ >= kUdpSweepTicks;
+            rx_last_ticks_ = ticks;
+        }
         if (__builtin_expect(self_count_ != 0, 0)) {
             return rx_self(slots, n);
         }
@@ -363,11 +388,18 @@ private:
         return active(rx_hot_) &&
                (rx_others_last_ == 0 || rx_calls_ - rx_others_last_ > kUdpActiveCalls);
     }
-    // Only rx_hot_ needs polling in this call: it alone is active, no quiet socket is due and
-    // no aggregate is staged.
+    // Only rx_hot_ needs polling in this call: it alone is active, no quiet socket is due (nor
+    // a sweep) and no aggregate is staged.
     bool only_hot_due() const
     {
-        return gro_count_ == 0 && rx_calls_ % kUdpIdlePollEvery != 0 && only_hot_active();
+        return gro_count_ == 0 && rx_calls_ % kUdpIdlePollEvery != 0 && !rx_sweep_ &&
+               only_hot_active();
+    }
+    // The time-stamp counter, or the clock in nanoseconds where there is none: for gaps
+    // between rx_burst calls.
+    static uint64_t rx_ticks()
+    {
+        return TscTicks::kAvailable ? TscTicks::read() : now_ns();
     }
     // peer is at the bound address (same family, address and scope; any port).
     bool is_local(const LinkAddr &peer) const
@@ -558,6 +590,8 @@ private:
     uint32_t rx_start_ = 0;        // the socket whose turn comes first in this rx_burst
     uint32_t rx_hot_ = 0;          // the socket that returned the latest datagram
     uint64_t rx_others_last_ = 0;  // the latest last_rx_call of any other socket (0: none)
+    uint64_t rx_last_ticks_ = 0;   // rx_ticks() at the previous rx_burst (with peer sockets)
+    bool rx_sweep_ = false;        // this rx_burst polls every socket (a gap before it)
     uint64_t rx_peer_datagrams_ = 0; // datagrams received on peer sockets
     std::unique_ptr<uint8_t[]> tx_copy_; // kUdpCopySendMax bytes: a small datagram, contiguous
     uint8_t family_ = 0;           // AF_INET or AF_INET6

@@ -502,22 +502,22 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
     }
     // Several sockets (see "Polling several sockets" in udp_link.h). Even while active
     // sockets keep the slots full, a quiet one gets its turn, first.
-    if (filled < n && rx_calls_ % kUdpBusyPollEvery == 0) {
+    if (filled < n && rx_calls_ % kUdpBusyPollEvery == 0 && !rx_sweep_) {
         filled += rx_quiet(slots + filled, n - filled);
     }
-    // The active ones, from a start that rotates, so that none waits behind one that fills
-    // the slots.
+    // The active ones (after a gap, every one), from a start that rotates, so that none waits
+    // behind one that fills the slots.
     // (Indices wrap by comparison, not by a division: this runs on every poll.)
     bool any_active = false;
     rx_start_ = rx_start_ + 1 < count ? rx_start_ + 1 : 0;
     for (uint32_t k = 0, i = rx_start_; k < count && filled < n; ++k, i = i + 1 < count ? i + 1 : 0) {
-        if (active(i)) {
+        if (rx_sweep_ || active(i)) {
             any_active = true;
             filled += rx_from(i, slots + filled, n - filled);
         }
     }
     // Nothing from them: a quiet one, on every call while none is active.
-    if (filled == 0 && (!any_active || rx_calls_ % kUdpIdlePollEvery == 0)) {
+    if (filled == 0 && !rx_sweep_ && (!any_active || rx_calls_ % kUdpIdlePollEvery == 0)) {
         filled += rx_quiet(slots, n);
     }
     return filled;

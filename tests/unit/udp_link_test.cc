@@ -1759,5 +1759,43 @@ TEST(UdpLink, peer_sockets__a_quiet_socket_is_polled_beside_one_busy_peer)
     }
 }
 
+TEST(UdpLink, peer_sockets__after_a_gap_every_socket_is_polled_at_once)
+{
+    // A caller that was away (off the CPU, or yielding it to other ranks between its progress
+    // calls) finds what arrived meanwhile on every socket in its next call, not only on the
+    // busy one: the quiet ones would each wait for their turn, kUdpIdlePollEvery calls apart,
+    // and each of those calls may come as late again.
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> d = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && c && d);
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *b, 52));
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *d, 53));
+    ASSERT_EQ(2u, as_udp(*a).peer_sockets());
+    const auto one = make_payloads({16}, 54);
+    for (uint32_t round = 0; round < 3; ++round) {
+        // b alone is busy: a's sockets for d (which has never sent) and the bound one (c's)
+        // are quiet.
+        for (uint32_t i = 0; i <= kUdpActiveCalls; ++i) {
+            ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
+            expect_from(*a, one, b->local_addr());
+        }
+        for (Link *peer : {b.get(), c.get(), d.get()}) {
+            ASSERT_EQ(1u, send_all(*peer, one, a->local_addr()));
+        }
+        // Well over kUdpSweepTicks at any counter rate from 33 MHz up.
+        const uint64_t until = now_ns() + kNsPerMs;
+        while (now_ns() < until) {
+        }
+        const std::vector<LinkAddr> got = burst_sources(*a, 4);
+        ASSERT_EQ(3u, got.size()) << "round " << round;
+        for (Link *peer : {b.get(), c.get(), d.get()}) {
+            EXPECT_EQ(1, std::count(got.begin(), got.end(), peer->local_addr()))
+                << "round " << round;
+        }
+    }
+}
+
 } // namespace
 } // namespace srcnic
