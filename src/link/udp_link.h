@@ -39,7 +39,9 @@
 //
 // Sending. tx_burst builds mmsghdrs that point at the caller's iovecs (no copy; only a lone
 // small datagram is copied, see "System calls") and sends up to batch_size of them per
-// sendmmsg call, all on one socket (a batch ends where the next datagram's socket differs). With segmentation offload (UDP_SEGMENT, Linux 4.18
+// sendmmsg call, all on one socket: a peer socket while every datagram of the batch goes to
+// its peer, the bound socket once the batch holds datagrams for two sockets (see "Peer
+// sockets"). With segmentation offload (UDP_SEGMENT, Linux 4.18
 // and later; UdpLinkConfig::gso, on by default) consecutive datagrams to the same destination
 // whose sizes are equal (the last may be shorter) go as one mmsghdr, up to kUdpGsoMaxSegments
 // datagrams and kUdpGsoMaxBytes: the kernel cuts it into the same datagrams on the wire (or at
@@ -86,7 +88,10 @@
 // them): bound to the link's address and port with SO_REUSEPORT and connected to the peer. The
 // peer still sees the same source address and port, and the kernel delivers that peer's
 // datagrams to the connected socket (it prefers a connected socket to the bound one), so the link
-// receives from all its sockets. The bound socket is bound without SO_REUSEPORT, which the link
+// receives from all its sockets. A burst to several destinations still leaves in one sendmmsg,
+// on the bound socket, which can address them all: the route lookups the peer sockets would
+// have saved cost less than a system call per further socket (an alltoall's burst goes to
+// every peer). The bound socket is bound without SO_REUSEPORT, which the link
 // sets only after the bind: a port that is in use still fails the bind (BUSY), and an ephemeral
 // port is never one that another socket holds. A socket that failed to open is logged once and
 // its destination stays on the bound socket. A connected socket reports ICMP errors (a peer that

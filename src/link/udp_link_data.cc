@@ -85,12 +85,13 @@ bool UdpLink::add_tx(const TxDatagram *dgrams, uint32_t index, uint32_t len)
         return false;
     }
     uint32_t &msgs = tx_msg_count_;
-    // A batch goes out on one socket.
+    // A batch goes out on one socket: the bound one once it holds datagrams for two sockets
+    // (see "Sending" in udp_link.h).
     const uint32_t sock = sock_for(dgram.dst);
     if (msgs == 0) {
         tx_sock_ = sock;
     } else if (sock != tx_sock_) {
-        return false;
+        tx_sock_ = 0;
     }
     TxGroup *last = msgs != 0 ? &tx_groups_[msgs - 1] : nullptr;
     const bool join = gso_ && last != nullptr && last->count < kUdpGsoMaxSegments &&

@@ -44,10 +44,19 @@ struct MockPlan {
 MockPlan g_send_plan;
 MockPlan g_recv_plan;
 
+// Send and receive system calls (of any kind) on the sockets of g_counted (set by a test;
+// MockGuard clears it).
+std::vector<int> g_counted;
+uint64_t g_send_calls = 0;
+uint64_t g_recv_calls = 0;
+
 // Applies a plan to a call of vlen datagrams: true = fail it now; otherwise *vlen_p may be
 // cut so that no more than `pass` datagrams get through before the failure.
 bool mock_should_fail(MockPlan *plan, int fd, unsigned int *vlen_p)
 {
+    if (std::find(g_counted.begin(), g_counted.end(), fd) != g_counted.end()) {
+        ++(plan == &g_send_plan ? g_send_calls : g_recv_calls);
+    }
     if (plan->fd != fd || plan->fails == 0) {
         return false;
     }
@@ -170,8 +179,12 @@ struct MockGuard {
     {
         g_send_plan = MockPlan();
         g_recv_plan = MockPlan();
+        g_counted.clear();
     }
 };
+
+// Counts the system calls on link's sockets (under a MockGuard).
+void count_calls(Link &link);
 
 UdpLinkConfig config_for(const char *ip, uint32_t mtu = 0)
 {
@@ -1567,6 +1580,17 @@ TEST(UdpLink, peer_sockets__a_stream_that_fills_every_slot_starves_no_socket)
 }
 
 // Receives with slots of the link's mtu; returns the sources of what one rx_burst call returned.
+void count_calls(Link &link)
+{
+    UdpLink &udp = as_udp(link);
+    g_counted.assign(1, udp.socket_fd());
+    for (uint32_t i = 0; i < udp.peer_sockets(); ++i) {
+        g_counted.push_back(udp.peer_socket_fd(i));
+    }
+    g_send_calls = 0;
+    g_recv_calls = 0;
+}
+
 std::vector<LinkAddr> burst_sources(Link &link, uint32_t nslots)
 {
     std::vector<std::vector<uint8_t>> bufs(nslots, std::vector<uint8_t>(link.mtu()));
@@ -1795,6 +1819,39 @@ TEST(UdpLink, peer_sockets__after_a_gap_every_socket_is_polled_at_once)
                 << "round " << round;
         }
     }
+}
+
+TEST(UdpLink, peer_sockets__a_burst_to_several_peers_is_one_system_call)
+{
+    // Datagrams to two destinations that have peer sockets, interleaved: one sendmmsg on the
+    // bound socket, not one call per run of the same socket; each arrives from a's address.
+    MockGuard guard;
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> d = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && d);
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *b, 55));
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *d, 56));
+    ASSERT_EQ(2u, as_udp(*a).peer_sockets());
+    const auto payloads = make_payloads({16, 24, 32, 40}, 57);
+    const LinkAddr to[] = {b->local_addr(), d->local_addr(), b->local_addr(), d->local_addr()};
+    std::vector<struct iovec> iov(payloads.size());
+    std::vector<TxDatagram> dgrams(payloads.size());
+    for (size_t i = 0; i < payloads.size(); ++i) {
+        iov[i] = {const_cast<uint8_t *>(payloads[i].data()), payloads[i].size()};
+        dgrams[i] = TxDatagram{&iov[i], 1, to[i]};
+    }
+    count_calls(*a);
+    ASSERT_EQ(4u, a->tx_burst(dgrams.data(), 4));
+    EXPECT_EQ(1u, g_send_calls);
+    expect_from(*b, {payloads[0], payloads[2]}, a->local_addr());
+    expect_from(*d, {payloads[1], payloads[3]}, a->local_addr());
+    // A burst to one of them alone still leaves by its peer socket.
+    count_calls(*a);
+    ASSERT_EQ(1u, send_all(*a, {payloads[0]}, b->local_addr()));
+    EXPECT_EQ(1u, g_send_calls);
+    EXPECT_EQ(0u, as_udp(*a).stats().tx_errors);
+    expect_from(*b, {payloads[0]}, a->local_addr());
 }
 
 } // namespace
