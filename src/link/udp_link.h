@@ -109,6 +109,12 @@
 // busy peer: a ping-pong) and no quiet one is due, rx_burst polls it directly, skipping the
 // loop: the link remembers the socket that returned the latest datagram and when any other
 // last did, which tells that no other socket is active.
+// The sockets due in a call are not received from one by one when there are
+// kUdpReadyCheckFrom or more: one poll(2) over them (with no timeout it registers no
+// wake-up, unlike the epoll set below) tells which hold a datagram or an error, and only
+// those are received from. Here an empty receive costs 200 ns, a poll(2) of 4 sockets 360 ns:
+// ranks waiting on three peers made three empty receives per call, the calls in which nothing
+// had arrived being most of them.
 // Counting calls measures time only while they come back to back. A call that comes
 // kUdpSweepTicks or more after the previous one (the caller was off the CPU, yielded it, or
 // worked elsewhere) polls every socket ("sweep"): whatever arrived meanwhile has waited that
@@ -153,6 +159,7 @@
 #include "link/link.h"
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -204,6 +211,9 @@ constexpr uint32_t kUdpBusyPollEvery = 32;
 // 1 GHz; back-to-back calls on this machine come under 1 µs apart, one that yielded the CPU to
 // another process 2 µs or more.
 constexpr uint64_t kUdpSweepTicks = 32768;
+// With this many sockets or more to poll in one rx_burst, a poll(2) over them first tells
+// which hold anything (see "Polling several sockets").
+constexpr uint32_t kUdpReadyCheckFrom = 2;
 // Receive calls in one rx_burst that may fail with a hard error before it gives up.
 constexpr uint32_t kUdpMaxRxErrorsPerBurst = 8;
 // Largest datagram size for which receive aggregation is used, bytes.
@@ -597,6 +607,9 @@ private:
     uint64_t rx_others_last_ = 0;  // the latest last_rx_call of any other socket (0: none)
     uint64_t rx_last_ticks_ = 0;   // rx_ticks() at the previous rx_burst (with peer sockets)
     bool rx_sweep_ = false;        // this rx_burst polls every socket (a gap before it)
+    std::unique_ptr<uint32_t[]> rx_due_;         // sockets to poll in this rx_burst (1 +
+                                                 // peer_sockets_max_) ...
+    std::unique_ptr<struct pollfd[]> rx_pollfds_; //   ... and their poll(2) entries
     uint64_t rx_peer_datagrams_ = 0; // datagrams received on peer sockets
     std::unique_ptr<uint8_t[]> tx_copy_; // kUdpCopySendMax bytes: a small datagram, contiguous
     uint8_t family_ = 0;           // AF_INET or AF_INET6

@@ -7,6 +7,7 @@
 #include "core/log.h"
 
 #include <netinet/udp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -509,13 +510,37 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
     // The active ones (after a gap, every one), from a start that rotates, so that none waits
     // behind one that fills the slots.
     // (Indices wrap by comparison, not by a division: this runs on every poll.)
-    bool any_active = false;
     rx_start_ = rx_start_ + 1 < count ? rx_start_ + 1 : 0;
-    for (uint32_t k = 0, i = rx_start_; k < count && filled < n; ++k, i = i + 1 < count ? i + 1 : 0) {
+    uint32_t due = 0;
+    for (uint32_t k = 0, i = rx_start_; k < count; ++k, i = i + 1 < count ? i + 1 : 0) {
         if (rx_sweep_ || active(i)) {
-            any_active = true;
-            filled += rx_from(i, slots + filled, n - filled);
+            rx_due_[due++] = i;
         }
+    }
+    const bool any_active = due != 0;
+    if (due >= kUdpReadyCheckFrom && filled < n) {
+        // One poll(2) tells which of them hold anything (see "Polling several sockets"); the
+        // others are left as an empty receive would leave them.
+        for (uint32_t k = 0; k < due; ++k) {
+            rx_pollfds_[k].fd = socks_[rx_due_[k]].fd;
+            rx_pollfds_[k].events = POLLIN;
+            rx_pollfds_[k].revents = 0;
+        }
+        if (::poll(rx_pollfds_.get(), due, 0) >= 0) {
+            uint32_t ready = 0;
+            for (uint32_t k = 0; k < due; ++k) {
+                if (rx_pollfds_[k].revents != 0) {
+                    rx_due_[ready++] = rx_due_[k];
+                } else {
+                    socks_[rx_due_[k]].single = true;
+                    socks_[rx_due_[k]].found = false;
+                }
+            }
+            due = ready;
+        }
+    }
+    for (uint32_t k = 0; k < due && filled < n; ++k) {
+        filled += rx_from(rx_due_[k], slots + filled, n - filled);
     }
     // Nothing from them: a quiet one, on every call while none is active.
     if (filled == 0 && !rx_sweep_ && (!any_active || rx_calls_ % kUdpIdlePollEvery == 0)) {

@@ -1854,5 +1854,33 @@ TEST(UdpLink, peer_sockets__a_burst_to_several_peers_is_one_system_call)
     expect_from(*b, {payloads[0]}, a->local_addr());
 }
 
+TEST(UdpLink, peer_sockets__empty_active_sockets_cost_one_poll_not_a_receive_each)
+{
+    // Three active sockets (all the link has) and nothing queued: a call asks poll(2) once
+    // instead of receiving from each, and no quiet socket is left to take a turn.
+    MockGuard guard;
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> d = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && c && d);
+    two_active_peer_sockets(*a, *b, *d);
+    const auto one = make_payloads({16}, 58);
+    ASSERT_EQ(1u, send_all(*c, one, a->local_addr()));   // the bound socket is active too
+    expect_from(*a, one, c->local_addr());
+    count_calls(*a);
+    for (uint32_t call = 0; call < 2 * kUdpBusyPollEvery; ++call) {
+        EXPECT_EQ(0u, burst_sources(*a, 4).size());
+    }
+    EXPECT_EQ(0u, g_recv_calls);
+    // What arrives on one of them is received with one call more.
+    ASSERT_EQ(1u, send_all(*d, one, a->local_addr()));
+    count_calls(*a);
+    const std::vector<LinkAddr> got = burst_sources(*a, 4);
+    ASSERT_EQ(1u, got.size());
+    EXPECT_TRUE(got[0] == d->local_addr());
+    EXPECT_LE(g_recv_calls, 2u);
+}
+
 } // namespace
 } // namespace srcnic
