@@ -520,6 +520,7 @@ uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
     socks_.back().fd = fd;
     socks_.back().peer = dst;
     socks_.back().gro = gro;
+    socks_.back().strays = true;
     return static_cast<uint32_t>(socks_.size() - 1);
 }
 

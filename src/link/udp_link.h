@@ -91,7 +91,12 @@
 // receives from all its sockets. A burst to several destinations still leaves in one sendmmsg,
 // on the bound socket, which can address them all: the route lookups the peer sockets would
 // have saved cost less than a system call per further socket (an alltoall's burst goes to
-// every peer). The bound socket is bound without SO_REUSEPORT, which the link
+// every peer). Between its bind and its connect a new socket is an unconnected member of the
+// port's SO_REUSEPORT group, and the kernel queues on it datagrams from any peer (8 of 20 sent
+// in that window, in a test here); so until a receive finds it empty, the link reads the
+// source of each datagram it receives there, as on the bound socket, instead of taking it for
+// the connected peer's (such a datagram was dropped as DROP_WRONG_PEER by the Nic and
+// retransmitted: in 8 of 40 4-rank alltoall runs before, none of 12 since). The bound socket is bound without SO_REUSEPORT, which the link
 // sets only after the bind: a port that is in use still fails the bind (BUSY), and an ephemeral
 // port is never one that another socket holds. A socket that failed to open is logged once and
 // its destination stays on the bound socket. A connected socket reports ICMP errors (a peer that
@@ -360,6 +365,9 @@ private:
         bool found = false;         // the last receive found a datagram
         bool gro = true;            // receives aggregates while the link does (gro_); not a
                                     // local peer's socket, whose datagrams are too large
+        bool strays = false;        // a new peer socket not yet found empty: it may hold other
+                                    // peers' datagrams (see "Peer sockets"), so its receives
+                                    // read each datagram's source
         uint32_t drops_seen = 0;    // the kernel's drop counter when stats() last read it
     };
     // What the link knows of a destination it sends to.
@@ -491,10 +499,11 @@ private:
     {
         take_source(sock, rx_names_[i], out);
     }
-    // The same from a source address `name` (ignored for a peer socket).
+    // The same from a source address `name` (ignored for a peer socket, unless it may hold
+    // strays).
     void take_source(const Sock &sock, const SockAddr &name, LinkAddr *out) const
     {
-        if (sock.peer.family != 0) {
+        if (sock.peer.family != 0 && !sock.strays) {
             *out = sock.peer;
             return;
         }
@@ -524,7 +533,7 @@ private:
             SockAddr name;
             socklen_t name_len = sizeof(name);
             const ssize_t len =
-                sock.peer.family != 0
+                sock.peer.family != 0 && !sock.strays
                     ? ::recv(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC)
                     : ::recvfrom(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC,
                                  &name.sa, &name_len);
@@ -567,12 +576,18 @@ private:
             }
         }
     }
+    // A receive (or a poll) found nothing queued on sock.
+    static void found_empty(Sock &sock)
+    {
+        sock.single = true;   // the next poll asks for one datagram again
+        sock.found = false;
+        sock.strays = false;  // whatever came before its connect has been read
+    }
     // A receive failed (errno): 0 if nothing was queued, -1 for a hard error (counted, logged).
     __attribute__((always_inline)) int receive_failed(Sock &sock)
     {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-            sock.single = true;   // nothing queued: the next poll asks for one datagram again
-            sock.found = false;
+            found_empty(sock);
             return 0;
         }
         return receive_error();

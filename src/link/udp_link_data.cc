@@ -532,8 +532,7 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
                 if (rx_pollfds_[k].revents != 0) {
                     rx_due_[ready++] = rx_due_[k];
                 } else {
-                    socks_[rx_due_[k]].single = true;
-                    socks_[rx_due_[k]].found = false;
+                    found_empty(socks_[rx_due_[k]]);
                 }
             }
             due = ready;

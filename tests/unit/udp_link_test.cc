@@ -165,6 +165,22 @@ extern "C" ssize_t recv(int fd, void *buf, size_t len, int flags)
     return mock_one(&g_recv_plan, real, fd, buf, len, flags);
 }
 
+// Run just before the next connect() (then cleared): a test's way into the window between a
+// peer socket's bind and its connect.
+std::function<void()> g_before_connect;
+
+extern "C" int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    using Fn = int (*)(int, const struct sockaddr *, socklen_t);
+    SRC_REAL("connect", Fn);
+    if (g_before_connect) {
+        const std::function<void()> hook = std::move(g_before_connect);
+        g_before_connect = nullptr;
+        hook();
+    }
+    return real(fd, addr, len);
+}
+
 namespace srcnic {
 namespace {
 
@@ -1880,6 +1896,46 @@ TEST(UdpLink, peer_sockets__empty_active_sockets_cost_one_poll_not_a_receive_eac
     ASSERT_EQ(1u, got.size());
     EXPECT_TRUE(got[0] == d->local_addr());
     EXPECT_LE(g_recv_calls, 2u);
+}
+
+TEST(UdpLink, peer_sockets__datagrams_queued_before_the_connect_keep_their_source)
+{
+    // Datagrams from other peers that reach a's port while a new peer socket is bound but not
+    // yet connected may be queued on it (the kernel spreads them over the port's SO_REUSEPORT
+    // group): each must still come out with its own sender's address, not the new socket's
+    // peer's.
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    constexpr uint32_t kOthers = 8;
+    std::vector<std::unique_ptr<Link>> others;
+    for (uint32_t i = 0; i < kOthers; ++i) {
+        others.push_back(open_link(config_for("127.0.0.1")));
+        ASSERT_TRUE(others.back());
+    }
+    // Each sender's datagrams carry its index, three each.
+    auto from = [](uint32_t i) { return std::vector<std::vector<uint8_t>>(3, {uint8_t(i), 0x5a}); };
+    g_before_connect = [&] {
+        for (uint32_t i = 0; i < kOthers; ++i) {
+            EXPECT_EQ(3u, send_all(*others[i], from(i), a->local_addr()));
+        }
+    };
+    const auto warm = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 16), 59);
+    ASSERT_EQ(warm.size(), send_all(*a, warm, b->local_addr()));
+    ASSERT_FALSE(g_before_connect) << "no peer socket was connected";
+    ASSERT_EQ(1u, as_udp(*a).peer_sockets());
+    ASSERT_EQ(3u, send_all(*b, from(kOthers), a->local_addr()));   // and the peer's own
+    const auto got = receive(*a, 3 * kOthers + 3, a->mtu());
+    ASSERT_EQ(3 * kOthers + 3, got.size());
+    for (const auto &d : got) {
+        ASSERT_EQ(2u, d.data.size());
+        const uint32_t i = d.data[0];
+        ASSERT_LE(i, kOthers);
+        const LinkAddr &sender = i < kOthers ? others[i]->local_addr() : b->local_addr();
+        EXPECT_TRUE(d.src == sender) << "datagram of sender " << i << " came as from "
+                                     << d.src.to_string();
+    }
+    expect_from(*b, warm, a->local_addr());
 }
 
 } // namespace
