@@ -240,6 +240,8 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
         return status;
     }
     socks_.reserve(1 + cfg.peer_sockets);
+    rx_due_.reset(new uint32_t[1 + cfg.peer_sockets]);
+    rx_pollfds_.reset(new struct pollfd[1 + cfg.peer_sockets]);
     socks_.push_back(Sock());
     socks_[0].fd = fd_;
     tx_copy_.reset(new (std::nothrow) uint8_t[kUdpCopySendMax]);
@@ -518,6 +520,7 @@ uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
     socks_.back().fd = fd;
     socks_.back().peer = dst;
     socks_.back().gro = gro;
+    socks_.back().strays = true;
     return static_cast<uint32_t>(socks_.size() - 1);
 }
 

@@ -39,7 +39,9 @@
 //
 // Sending. tx_burst builds mmsghdrs that point at the caller's iovecs (no copy; only a lone
 // small datagram is copied, see "System calls") and sends up to batch_size of them per
-// sendmmsg call, all on one socket (a batch ends where the next datagram's socket differs). With segmentation offload (UDP_SEGMENT, Linux 4.18
+// sendmmsg call, all on one socket: a peer socket while every datagram of the batch goes to
+// its peer, the bound socket once the batch holds datagrams for two sockets (see "Peer
+// sockets"). With segmentation offload (UDP_SEGMENT, Linux 4.18
 // and later; UdpLinkConfig::gso, on by default) consecutive datagrams to the same destination
 // whose sizes are equal (the last may be shorter) go as one mmsghdr, up to kUdpGsoMaxSegments
 // datagrams and kUdpGsoMaxBytes: the kernel cuts it into the same datagrams on the wire (or at
@@ -86,7 +88,15 @@
 // them): bound to the link's address and port with SO_REUSEPORT and connected to the peer. The
 // peer still sees the same source address and port, and the kernel delivers that peer's
 // datagrams to the connected socket (it prefers a connected socket to the bound one), so the link
-// receives from all its sockets. The bound socket is bound without SO_REUSEPORT, which the link
+// receives from all its sockets. A burst to several destinations still leaves in one sendmmsg,
+// on the bound socket, which can address them all: the route lookups the peer sockets would
+// have saved cost less than a system call per further socket (an alltoall's burst goes to
+// every peer). Between its bind and its connect a new socket is an unconnected member of the
+// port's SO_REUSEPORT group, and the kernel queues on it datagrams from any peer (8 of 20 sent
+// in that window, in a test here); so until a receive finds it empty, the link reads the
+// source of each datagram it receives there, as on the bound socket, instead of taking it for
+// the connected peer's (such a datagram was dropped as DROP_WRONG_PEER by the Nic and
+// retransmitted: in 8 of 40 4-rank alltoall runs before, none of 12 since). The bound socket is bound without SO_REUSEPORT, which the link
 // sets only after the bind: a port that is in use still fails the bind (BUSY), and an ephemeral
 // port is never one that another socket holds. A socket that failed to open is logged once and
 // its destination stays on the bound socket. A connected socket reports ICMP errors (a peer that
@@ -104,6 +114,25 @@
 // busy peer: a ping-pong) and no quiet one is due, rx_burst polls it directly, skipping the
 // loop: the link remembers the socket that returned the latest datagram and when any other
 // last did, which tells that no other socket is active.
+// The sockets due in a call are not received from one by one when there are
+// kUdpReadyCheckFrom or more: one poll(2) over them (with no timeout it registers no
+// wake-up, unlike the epoll set below) tells which hold a datagram or an error, and only
+// those are received from. Here an empty receive costs 200 ns, a poll(2) of 4 sockets 360 ns:
+// ranks waiting on three peers made three empty receives per call, the calls in which nothing
+// had arrived being most of them.
+// Counting calls measures time only while they come back to back. A call that comes
+// kUdpSweepTicks or more after the previous one (the caller was off the CPU, yielded it, or
+// worked elsewhere) polls every socket ("sweep"): whatever arrived meanwhile has waited that
+// long already, on any socket. Ranks that share CPUs are the case: Open MPI, oversubscribed,
+// yields the CPU after each progress call that found nothing, and a rank's next call can come
+// a time slice of another rank later. Waiting 16 such calls for a quiet socket's turn kept
+// datagrams in its queue for milliseconds (in a 4-rank osu_alltoall on 2 CPUs, a fifth to a
+// half of those a quiet poll found had waited over 1 ms; acknowledgements among them, so
+// that their senders' tail-loss probes fired: thousands per rank instead of tens), and the
+// alltoall took 1.6 times as long as with the bound socket alone, 4-6 times with a third
+// process busy on one of the CPUs (perf/results/2026-11-27-a2a/NOTES.md). The gap is read
+// from the CPU's time-stamp counter (a few nanoseconds; the clock where there is none), only
+// on a link with peer sockets.
 //
 // Datagrams to itself. A datagram to the link's own address (a connection of an engine to
 // itself: every message between two processes attached to one node agent) does not go through
@@ -131,9 +160,11 @@
 #ifndef SRCNIC_LINK_UDP_LINK_H
 #define SRCNIC_LINK_UDP_LINK_H
 
+#include "core/clock.h"
 #include "link/link.h"
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -180,6 +211,14 @@ constexpr uint32_t kUdpActiveCalls = 256;
 constexpr uint32_t kUdpIdlePollEvery = 16;
 // ... and every this many calls whatever the active ones found.
 constexpr uint32_t kUdpBusyPollEvery = 32;
+// A call this many time-stamp counter ticks (nanoseconds where there is no counter) after the
+// previous one polls every socket (see "Polling several sockets"): 10 µs at 3.2 GHz, 32 µs at
+// 1 GHz; back-to-back calls on this machine come under 1 µs apart, one that yielded the CPU to
+// another process 2 µs or more.
+constexpr uint64_t kUdpSweepTicks = 32768;
+// With this many sockets or more to poll in one rx_burst, a poll(2) over them first tells
+// which hold anything (see "Polling several sockets").
+constexpr uint32_t kUdpReadyCheckFrom = 2;
 // Receive calls in one rx_burst that may fail with a hard error before it gives up.
 constexpr uint32_t kUdpMaxRxErrorsPerBurst = 8;
 // Largest datagram size for which receive aggregation is used, bytes.
@@ -245,6 +284,12 @@ public:
     {
         ++rx_calls_;
         self_lent_ = 0;   // what the previous call lent is the caller's no longer
+        if (socks_.size() > 1) {
+            // After a gap every socket is due (see "Polling several sockets").
+            const uint64_t ticks = rx_ticks();
+            rx_sweep_ = ticks - rx_last_ticks_ >= kUdpSweepTicks;
+            rx_last_ticks_ = ticks;
+        }
         if (__builtin_expect(self_count_ != 0, 0)) {
             return rx_self(slots, n);
         }
@@ -320,6 +365,9 @@ private:
         bool found = false;         // the last receive found a datagram
         bool gro = true;            // receives aggregates while the link does (gro_); not a
                                     // local peer's socket, whose datagrams are too large
+        bool strays = false;        // a new peer socket not yet found empty: it may hold other
+                                    // peers' datagrams (see "Peer sockets"), so its receives
+                                    // read each datagram's source
         uint32_t drops_seen = 0;    // the kernel's drop counter when stats() last read it
     };
     // What the link knows of a destination it sends to.
@@ -363,11 +411,18 @@ private:
         return active(rx_hot_) &&
                (rx_others_last_ == 0 || rx_calls_ - rx_others_last_ > kUdpActiveCalls);
     }
-    // Only rx_hot_ needs polling in this call: it alone is active, no quiet socket is due and
-    // no aggregate is staged.
+    // Only rx_hot_ needs polling in this call: it alone is active, no quiet socket is due (nor
+    // a sweep) and no aggregate is staged.
     bool only_hot_due() const
     {
-        return gro_count_ == 0 && rx_calls_ % kUdpIdlePollEvery != 0 && only_hot_active();
+        return gro_count_ == 0 && rx_calls_ % kUdpIdlePollEvery != 0 && !rx_sweep_ &&
+               only_hot_active();
+    }
+    // The time-stamp counter, or the clock in nanoseconds where there is none: for gaps
+    // between rx_burst calls.
+    static uint64_t rx_ticks()
+    {
+        return TscTicks::kAvailable ? TscTicks::read() : now_ns();
     }
     // peer is at the bound address (same family, address and scope; any port).
     bool is_local(const LinkAddr &peer) const
@@ -444,10 +499,11 @@ private:
     {
         take_source(sock, rx_names_[i], out);
     }
-    // The same from a source address `name` (ignored for a peer socket).
+    // The same from a source address `name` (ignored for a peer socket, unless it may hold
+    // strays).
     void take_source(const Sock &sock, const SockAddr &name, LinkAddr *out) const
     {
-        if (sock.peer.family != 0) {
+        if (sock.peer.family != 0 && !sock.strays) {
             *out = sock.peer;
             return;
         }
@@ -477,7 +533,7 @@ private:
             SockAddr name;
             socklen_t name_len = sizeof(name);
             const ssize_t len =
-                sock.peer.family != 0
+                sock.peer.family != 0 && !sock.strays
                     ? ::recv(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC)
                     : ::recvfrom(sock.fd, slot.buf, slot.capacity, MSG_DONTWAIT | MSG_TRUNC,
                                  &name.sa, &name_len);
@@ -520,12 +576,18 @@ private:
             }
         }
     }
+    // A receive (or a poll) found nothing queued on sock.
+    static void found_empty(Sock &sock)
+    {
+        sock.single = true;   // the next poll asks for one datagram again
+        sock.found = false;
+        sock.strays = false;  // whatever came before its connect has been read
+    }
     // A receive failed (errno): 0 if nothing was queued, -1 for a hard error (counted, logged).
     __attribute__((always_inline)) int receive_failed(Sock &sock)
     {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-            sock.single = true;   // nothing queued: the next poll asks for one datagram again
-            sock.found = false;
+            found_empty(sock);
             return 0;
         }
         return receive_error();
@@ -558,6 +620,11 @@ private:
     uint32_t rx_start_ = 0;        // the socket whose turn comes first in this rx_burst
     uint32_t rx_hot_ = 0;          // the socket that returned the latest datagram
     uint64_t rx_others_last_ = 0;  // the latest last_rx_call of any other socket (0: none)
+    uint64_t rx_last_ticks_ = 0;   // rx_ticks() at the previous rx_burst (with peer sockets)
+    bool rx_sweep_ = false;        // this rx_burst polls every socket (a gap before it)
+    std::unique_ptr<uint32_t[]> rx_due_;         // sockets to poll in this rx_burst (1 +
+                                                 // peer_sockets_max_) ...
+    std::unique_ptr<struct pollfd[]> rx_pollfds_; //   ... and their poll(2) entries
     uint64_t rx_peer_datagrams_ = 0; // datagrams received on peer sockets
     std::unique_ptr<uint8_t[]> tx_copy_; // kUdpCopySendMax bytes: a small datagram, contiguous
     uint8_t family_ = 0;           // AF_INET or AF_INET6

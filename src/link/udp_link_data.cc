@@ -7,6 +7,7 @@
 #include "core/log.h"
 
 #include <netinet/udp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -85,12 +86,13 @@ bool UdpLink::add_tx(const TxDatagram *dgrams, uint32_t index, uint32_t len)
         return false;
     }
     uint32_t &msgs = tx_msg_count_;
-    // A batch goes out on one socket.
+    // A batch goes out on one socket: the bound one once it holds datagrams for two sockets
+    // (see "Sending" in udp_link.h).
     const uint32_t sock = sock_for(dgram.dst);
     if (msgs == 0) {
         tx_sock_ = sock;
     } else if (sock != tx_sock_) {
-        return false;
+        tx_sock_ = 0;
     }
     TxGroup *last = msgs != 0 ? &tx_groups_[msgs - 1] : nullptr;
     const bool join = gso_ && last != nullptr && last->count < kUdpGsoMaxSegments &&
@@ -502,22 +504,45 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
     }
     // Several sockets (see "Polling several sockets" in udp_link.h). Even while active
     // sockets keep the slots full, a quiet one gets its turn, first.
-    if (filled < n && rx_calls_ % kUdpBusyPollEvery == 0) {
+    if (filled < n && rx_calls_ % kUdpBusyPollEvery == 0 && !rx_sweep_) {
         filled += rx_quiet(slots + filled, n - filled);
     }
-    // The active ones, from a start that rotates, so that none waits behind one that fills
-    // the slots.
+    // The active ones (after a gap, every one), from a start that rotates, so that none waits
+    // behind one that fills the slots.
     // (Indices wrap by comparison, not by a division: this runs on every poll.)
-    bool any_active = false;
     rx_start_ = rx_start_ + 1 < count ? rx_start_ + 1 : 0;
-    for (uint32_t k = 0, i = rx_start_; k < count && filled < n; ++k, i = i + 1 < count ? i + 1 : 0) {
-        if (active(i)) {
-            any_active = true;
-            filled += rx_from(i, slots + filled, n - filled);
+    uint32_t due = 0;
+    for (uint32_t k = 0, i = rx_start_; k < count; ++k, i = i + 1 < count ? i + 1 : 0) {
+        if (rx_sweep_ || active(i)) {
+            rx_due_[due++] = i;
         }
     }
+    const bool any_active = due != 0;
+    if (due >= kUdpReadyCheckFrom && filled < n) {
+        // One poll(2) tells which of them hold anything (see "Polling several sockets"); the
+        // others are left as an empty receive would leave them.
+        for (uint32_t k = 0; k < due; ++k) {
+            rx_pollfds_[k].fd = socks_[rx_due_[k]].fd;
+            rx_pollfds_[k].events = POLLIN;
+            rx_pollfds_[k].revents = 0;
+        }
+        if (::poll(rx_pollfds_.get(), due, 0) >= 0) {
+            uint32_t ready = 0;
+            for (uint32_t k = 0; k < due; ++k) {
+                if (rx_pollfds_[k].revents != 0) {
+                    rx_due_[ready++] = rx_due_[k];
+                } else {
+                    found_empty(socks_[rx_due_[k]]);
+                }
+            }
+            due = ready;
+        }
+    }
+    for (uint32_t k = 0; k < due && filled < n; ++k) {
+        filled += rx_from(rx_due_[k], slots + filled, n - filled);
+    }
     // Nothing from them: a quiet one, on every call while none is active.
-    if (filled == 0 && (!any_active || rx_calls_ % kUdpIdlePollEvery == 0)) {
+    if (filled == 0 && !rx_sweep_ && (!any_active || rx_calls_ % kUdpIdlePollEvery == 0)) {
         filled += rx_quiet(slots, n);
     }
     return filled;

@@ -44,10 +44,19 @@ struct MockPlan {
 MockPlan g_send_plan;
 MockPlan g_recv_plan;
 
+// Send and receive system calls (of any kind) on the sockets of g_counted (set by a test;
+// MockGuard clears it).
+std::vector<int> g_counted;
+uint64_t g_send_calls = 0;
+uint64_t g_recv_calls = 0;
+
 // Applies a plan to a call of vlen datagrams: true = fail it now; otherwise *vlen_p may be
 // cut so that no more than `pass` datagrams get through before the failure.
 bool mock_should_fail(MockPlan *plan, int fd, unsigned int *vlen_p)
 {
+    if (std::find(g_counted.begin(), g_counted.end(), fd) != g_counted.end()) {
+        ++(plan == &g_send_plan ? g_send_calls : g_recv_calls);
+    }
     if (plan->fd != fd || plan->fails == 0) {
         return false;
     }
@@ -156,6 +165,22 @@ extern "C" ssize_t recv(int fd, void *buf, size_t len, int flags)
     return mock_one(&g_recv_plan, real, fd, buf, len, flags);
 }
 
+// Run just before the next connect() (then cleared): a test's way into the window between a
+// peer socket's bind and its connect.
+std::function<void()> g_before_connect;
+
+extern "C" int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    using Fn = int (*)(int, const struct sockaddr *, socklen_t);
+    SRC_REAL("connect", Fn);
+    if (g_before_connect) {
+        const std::function<void()> hook = std::move(g_before_connect);
+        g_before_connect = nullptr;
+        hook();
+    }
+    return real(fd, addr, len);
+}
+
 namespace srcnic {
 namespace {
 
@@ -170,8 +195,12 @@ struct MockGuard {
     {
         g_send_plan = MockPlan();
         g_recv_plan = MockPlan();
+        g_counted.clear();
     }
 };
+
+// Counts the system calls on link's sockets (under a MockGuard).
+void count_calls(Link &link);
 
 UdpLinkConfig config_for(const char *ip, uint32_t mtu = 0)
 {
@@ -1567,6 +1596,17 @@ TEST(UdpLink, peer_sockets__a_stream_that_fills_every_slot_starves_no_socket)
 }
 
 // Receives with slots of the link's mtu; returns the sources of what one rx_burst call returned.
+void count_calls(Link &link)
+{
+    UdpLink &udp = as_udp(link);
+    g_counted.assign(1, udp.socket_fd());
+    for (uint32_t i = 0; i < udp.peer_sockets(); ++i) {
+        g_counted.push_back(udp.peer_socket_fd(i));
+    }
+    g_send_calls = 0;
+    g_recv_calls = 0;
+}
+
 std::vector<LinkAddr> burst_sources(Link &link, uint32_t nslots)
 {
     std::vector<std::vector<uint8_t>> bufs(nslots, std::vector<uint8_t>(link.mtu()));
@@ -1757,6 +1797,145 @@ TEST(UdpLink, peer_sockets__a_quiet_socket_is_polled_beside_one_busy_peer)
         EXPECT_TRUE(seen) << "phase " << phase;
         EXPECT_LE(calls, 2 * kUdpIdlePollEvery) << "phase " << phase;
     }
+}
+
+TEST(UdpLink, peer_sockets__after_a_gap_every_socket_is_polled_at_once)
+{
+    // A caller that was away (off the CPU, or yielding it to other ranks between its progress
+    // calls) finds what arrived meanwhile on every socket in its next call, not only on the
+    // busy one: the quiet ones would each wait for their turn, kUdpIdlePollEvery calls apart,
+    // and each of those calls may come as late again.
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> d = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && c && d);
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *b, 52));
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *d, 53));
+    ASSERT_EQ(2u, as_udp(*a).peer_sockets());
+    const auto one = make_payloads({16}, 54);
+    for (uint32_t round = 0; round < 3; ++round) {
+        // b alone is busy: a's sockets for d (which has never sent) and the bound one (c's)
+        // are quiet.
+        for (uint32_t i = 0; i <= kUdpActiveCalls; ++i) {
+            ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
+            expect_from(*a, one, b->local_addr());
+        }
+        for (Link *peer : {b.get(), c.get(), d.get()}) {
+            ASSERT_EQ(1u, send_all(*peer, one, a->local_addr()));
+        }
+        // Well over kUdpSweepTicks at any counter rate from 33 MHz up.
+        const uint64_t until = now_ns() + kNsPerMs;
+        while (now_ns() < until) {
+        }
+        const std::vector<LinkAddr> got = burst_sources(*a, 4);
+        ASSERT_EQ(3u, got.size()) << "round " << round;
+        for (Link *peer : {b.get(), c.get(), d.get()}) {
+            EXPECT_EQ(1, std::count(got.begin(), got.end(), peer->local_addr()))
+                << "round " << round;
+        }
+    }
+}
+
+TEST(UdpLink, peer_sockets__a_burst_to_several_peers_is_one_system_call)
+{
+    // Datagrams to two destinations that have peer sockets, interleaved: one sendmmsg on the
+    // bound socket, not one call per run of the same socket; each arrives from a's address.
+    MockGuard guard;
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> d = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && d);
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *b, 55));
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *d, 56));
+    ASSERT_EQ(2u, as_udp(*a).peer_sockets());
+    const auto payloads = make_payloads({16, 24, 32, 40}, 57);
+    const LinkAddr to[] = {b->local_addr(), d->local_addr(), b->local_addr(), d->local_addr()};
+    std::vector<struct iovec> iov(payloads.size());
+    std::vector<TxDatagram> dgrams(payloads.size());
+    for (size_t i = 0; i < payloads.size(); ++i) {
+        iov[i] = {const_cast<uint8_t *>(payloads[i].data()), payloads[i].size()};
+        dgrams[i] = TxDatagram{&iov[i], 1, to[i]};
+    }
+    count_calls(*a);
+    ASSERT_EQ(4u, a->tx_burst(dgrams.data(), 4));
+    EXPECT_EQ(1u, g_send_calls);
+    expect_from(*b, {payloads[0], payloads[2]}, a->local_addr());
+    expect_from(*d, {payloads[1], payloads[3]}, a->local_addr());
+    // A burst to one of them alone still leaves by its peer socket.
+    count_calls(*a);
+    ASSERT_EQ(1u, send_all(*a, {payloads[0]}, b->local_addr()));
+    EXPECT_EQ(1u, g_send_calls);
+    EXPECT_EQ(0u, as_udp(*a).stats().tx_errors);
+    expect_from(*b, {payloads[0]}, a->local_addr());
+}
+
+TEST(UdpLink, peer_sockets__empty_active_sockets_cost_one_poll_not_a_receive_each)
+{
+    // Three active sockets (all the link has) and nothing queued: a call asks poll(2) once
+    // instead of receiving from each, and no quiet socket is left to take a turn.
+    MockGuard guard;
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> d = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && c && d);
+    two_active_peer_sockets(*a, *b, *d);
+    const auto one = make_payloads({16}, 58);
+    ASSERT_EQ(1u, send_all(*c, one, a->local_addr()));   // the bound socket is active too
+    expect_from(*a, one, c->local_addr());
+    count_calls(*a);
+    for (uint32_t call = 0; call < 2 * kUdpBusyPollEvery; ++call) {
+        EXPECT_EQ(0u, burst_sources(*a, 4).size());
+    }
+    EXPECT_EQ(0u, g_recv_calls);
+    // What arrives on one of them is received with one call more.
+    ASSERT_EQ(1u, send_all(*d, one, a->local_addr()));
+    count_calls(*a);
+    const std::vector<LinkAddr> got = burst_sources(*a, 4);
+    ASSERT_EQ(1u, got.size());
+    EXPECT_TRUE(got[0] == d->local_addr());
+    EXPECT_LE(g_recv_calls, 2u);
+}
+
+TEST(UdpLink, peer_sockets__datagrams_queued_before_the_connect_keep_their_source)
+{
+    // Datagrams from other peers that reach a's port while a new peer socket is bound but not
+    // yet connected may be queued on it (the kernel spreads them over the port's SO_REUSEPORT
+    // group): each must still come out with its own sender's address, not the new socket's
+    // peer's.
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    constexpr uint32_t kOthers = 8;
+    std::vector<std::unique_ptr<Link>> others;
+    for (uint32_t i = 0; i < kOthers; ++i) {
+        others.push_back(open_link(config_for("127.0.0.1")));
+        ASSERT_TRUE(others.back());
+    }
+    // Each sender's datagrams carry its index, three each.
+    auto from = [](uint32_t i) { return std::vector<std::vector<uint8_t>>(3, {uint8_t(i), 0x5a}); };
+    g_before_connect = [&] {
+        for (uint32_t i = 0; i < kOthers; ++i) {
+            EXPECT_EQ(3u, send_all(*others[i], from(i), a->local_addr()));
+        }
+    };
+    const auto warm = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 16), 59);
+    ASSERT_EQ(warm.size(), send_all(*a, warm, b->local_addr()));
+    ASSERT_FALSE(g_before_connect) << "no peer socket was connected";
+    ASSERT_EQ(1u, as_udp(*a).peer_sockets());
+    ASSERT_EQ(3u, send_all(*b, from(kOthers), a->local_addr()));   // and the peer's own
+    const auto got = receive(*a, 3 * kOthers + 3, a->mtu());
+    ASSERT_EQ(3 * kOthers + 3, got.size());
+    for (const auto &d : got) {
+        ASSERT_EQ(2u, d.data.size());
+        const uint32_t i = d.data[0];
+        ASSERT_LE(i, kOthers);
+        const LinkAddr &sender = i < kOthers ? others[i]->local_addr() : b->local_addr();
+        EXPECT_TRUE(d.src == sender) << "datagram of sender " << i << " came as from "
+                                     << d.src.to_string();
+    }
+    expect_from(*b, warm, a->local_addr());
 }
 
 } // namespace
