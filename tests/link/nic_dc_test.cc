@@ -442,6 +442,162 @@ TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_r
     EXPECT_EQ(2u * kPerPhase, echo_seq[1]);
 }
 
+// DC both ways with every message on another stream (dc_bench's worst case, under loss): a hub
+// with one connection, 8 DCIs and 16 target contexts sends to 48 peers in turn, so that every
+// message hands a DCI over (DC_CLOSE, a new stream); each peer echoes it back over its own DCI,
+// so that the hub's target contexts are taken, evicted and resumed by the peers' streams. Under
+// 5 % loss with reordering and duplication: every message and every echo once, in order per
+// peer, and the hub's contexts never above 16.
+TEST(NicDc, echoes_from_many_peers__dci_handovers_and_evictions_both_ways_under_loss)
+{
+    const uint64_t seed = 0xdc000020;
+    std::printf("seed %" PRIu64 "\n", seed);
+    srcnic_config_t config = test_config();
+    config.rto_us = 1000;
+    config.rto_max_us = 20000;
+    config.retry_count = 1000;
+    config.peer_timeout_ms = 60000;
+    srcnic_config_t hc = config;
+    hc.max_connections = 1;
+    hc.num_dci = 8;
+    hc.dc_targets = 16;
+    hc.dc_promote = 0;   // DC throughout: no peer is promoted to the one connection
+    hc.rx_buffers = 1024;
+    constexpr size_t kPeers = 48;
+    constexpr uint32_t kPer = 24;   // messages to each peer
+    LoopbackNics nics(1, hc, 8192, seed);
+    for (size_t i = 0; i < kPeers; ++i) {
+        nics.add(config, seed + 1 + i);
+    }
+    FaultConfig fc;
+    fc.drop = 0.05;
+    fc.duplicate = 0.02;
+    fc.reorder = 0.05;
+    ASSERT_EQ(SRCNIC_OK, nics.faulty(0)->set_config(fc, fc));
+    Nic *hub = nics.nic(0);
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    qc.sq_size = 64;
+    qc.rq_size = 256;
+    Qp *hqp;
+    ASSERT_EQ(SRCNIC_OK, hub->qp_create(qc, &hqp));
+    std::vector<Note> hbuf(qc.rq_size);
+    for (uint32_t b = 0; b < qc.rq_size; ++b) {
+        ASSERT_EQ(SRCNIC_OK, hqp->post_recv(make_recv(b, &hbuf[b], sizeof(Note))));
+    }
+    struct Peer {
+        Qp *qp = nullptr;
+        srcnic_dest_t to = {}, back = {};
+        std::vector<Note> rbuf, echoes;
+        uint32_t got = 0, echoed = 0, echo_done = 0, echo_seen = 0, sent = 0;
+    };
+    std::vector<Peer> peers(kPeers);
+    qc.sq_size = 32;
+    qc.rq_size = 32;
+    for (size_t i = 0; i < kPeers; ++i) {
+        Peer &pr = peers[i];
+        Nic *nic = nics.nic(1 + i);
+        ASSERT_EQ(SRCNIC_OK, nic->qp_create(qc, &pr.qp));
+        pr.rbuf.resize(qc.rq_size);
+        pr.echoes.resize(kPer);
+        for (uint32_t b = 0; b < qc.rq_size; ++b) {
+            ASSERT_EQ(SRCNIC_OK, pr.qp->post_recv(make_recv(b, &pr.rbuf[b], sizeof(Note))));
+        }
+        ASSERT_EQ(SRCNIC_OK, hub->dest_create(nic->addr(), pr.qp->qpn(), &pr.to));
+        ASSERT_EQ(SRCNIC_OK, nic->dest_create(hub->addr(), hqp->qpn(), &pr.back));
+    }
+    std::vector<Note> notes(kPeers * kPer);
+    uint32_t posted = 0, completed = 0;
+    std::string failure;
+    const bool done = progress_until(nics.all(), [&] {
+        // The hub: peers in turn, at most 32 outstanding.
+        while (posted < notes.size() && posted - completed < 32) {
+            Peer &pr = peers[posted % kPeers];
+            Note &n = notes[posted];
+            n = Note{static_cast<uint32_t>(posted % kPeers), pr.sent};
+            if (hqp->post_send(make_send(pr.to, posted, &n, sizeof(n))) != SRCNIC_OK) {
+                break;
+            }
+            ++pr.sent;
+            ++posted;
+        }
+        srcnic_cqe_t cqe;
+        while (hqp->poll_cq(&cqe, 1) == 1 && failure.empty()) {
+            if (cqe.opcode != SRCNIC_OP_RECV) {
+                if (cqe.status != SRCNIC_OK) {
+                    failure = std::string("hub: ") + srcnic_status_string(static_cast<srcnic_status_t>(cqe.status));
+                }
+                ++completed;
+                continue;
+            }
+            const Note e = hbuf[cqe.wr_id];
+            if (cqe.status != SRCNIC_OK || e.src >= kPeers || e.seq != peers[e.src].echo_seen) {
+                failure = "hub: an echo lost, repeated or out of order";
+                break;
+            }
+            ++peers[e.src].echo_seen;
+            hqp->post_recv(make_recv(cqe.wr_id, &hbuf[cqe.wr_id], sizeof(Note)));
+        }
+        // The peers: each message once and in order, echoed back.
+        for (size_t i = 0; i < kPeers && failure.empty(); ++i) {
+            Peer &pr = peers[i];
+            while (pr.qp->poll_cq(&cqe, 1) == 1) {
+                if (cqe.opcode != SRCNIC_OP_RECV) {
+                    if (cqe.status != SRCNIC_OK) {
+                        failure = "peer " + std::to_string(i) + "'s echo: " +
+                                  srcnic_status_string(static_cast<srcnic_status_t>(cqe.status));
+                    }
+                    ++pr.echo_done;
+                    continue;
+                }
+                const Note n = pr.rbuf[cqe.wr_id];
+                if (cqe.status != SRCNIC_OK || n.src != i || n.seq != pr.got || pr.got >= kPer) {
+                    failure = "peer " + std::to_string(i) + ": a message lost, repeated or out of order";
+                    break;
+                }
+                pr.echoes[pr.got++] = n;
+                pr.qp->post_recv(make_recv(cqe.wr_id, &pr.rbuf[cqe.wr_id], sizeof(Note)));
+            }
+            while (pr.echoed < pr.got &&
+                   pr.qp->post_send(make_send(pr.back, pr.echoed, &pr.echoes[pr.echoed], sizeof(Note))) == SRCNIC_OK) {
+                ++pr.echoed;
+            }
+        }
+        if (hub->counter(SRCNIC_CNT_DC_TARGETS_MAX) > 16) {
+            failure = "hub: more than 16 DC target contexts";
+        }
+        if (!failure.empty() || completed < notes.size()) {
+            return !failure.empty();
+        }
+        for (const Peer &pr : peers) {
+            if (pr.echo_seen != kPer || pr.echo_done != kPer) {
+                return false;
+            }
+        }
+        return true;
+    }, 120.0);
+    std::printf("hub: DC streams %" PRIu64 ", target contexts opened %" PRIu64 ", resumed %" PRIu64
+                ", evicted %" PRIu64 ", closed %" PRIu64 ", busy %" PRIu64 ", most at once %" PRIu64 "\n",
+                hub->counter(SRCNIC_CNT_DC_STREAMS), hub->counter(SRCNIC_CNT_DC_TARGETS_OPENED),
+                hub->counter(SRCNIC_CNT_DC_RESUMED), hub->counter(SRCNIC_CNT_DC_EVICTIONS),
+                hub->counter(SRCNIC_CNT_DC_CLOSED), hub->counter(SRCNIC_CNT_DC_BUSY_SENT),
+                hub->counter(SRCNIC_CNT_DC_TARGETS_MAX));
+    ASSERT_EQ("", failure);
+    ASSERT_TRUE(done) << "watchdog: " << completed << " of " << notes.size() << " completions";
+    // Nothing more arrives afterwards: no message or echo ran twice after its completion.
+    progress_until(nics.all(), [] { return false; }, 0.2);
+    srcnic_cqe_t extra;
+    EXPECT_EQ(0u, hqp->poll_cq(&extra, 1));
+    for (size_t i = 0; i < kPeers; ++i) {
+        EXPECT_EQ(0u, peers[i].qp->poll_cq(&extra, 1)) << i;
+        EXPECT_EQ(kPer, peers[i].got) << i;
+    }
+    EXPECT_EQ(1u, hub->num_connections());
+    EXPECT_LE(hub->counter(SRCNIC_CNT_DC_TARGETS_MAX), 16u);
+    // Every message took a DCI from another peer's stream (8 DCIs, 48 peers in turn).
+    EXPECT_GE(hub->counter(SRCNIC_CNT_DC_STREAMS), notes.size() / 2);
+}
+
 } // namespace
 } // namespace test
 } // namespace srcnic
