@@ -22,6 +22,30 @@ constexpr uint32_t kSlot = 64;   // bytes of the target's region per initiator
 
 uint8_t pattern(uint32_t src, uint32_t i) { return static_cast<uint8_t>(src * 131u + i * 7u + 1u); }
 
+// Faults both ways on nic i's link.
+::testing::AssertionResult add_faults(LoopbackNics &nics, size_t i, double drop, double duplicate, double reorder)
+{
+    FaultConfig fc;
+    fc.drop = drop;
+    fc.duplicate = duplicate;
+    fc.reorder = reorder;
+    if (nics.faulty(i)->set_config(fc, fc) != SRCNIC_OK) {
+        return ::testing::AssertionFailure() << "fault configuration refused";
+    }
+    return ::testing::AssertionSuccess();
+}
+
+// Posts a receive of one Note into each element of bufs on qp (wr_id: its index).
+::testing::AssertionResult post_notes(Qp *qp, std::vector<Note> &bufs)
+{
+    for (uint32_t b = 0; b < bufs.size(); ++b) {
+        if (qp->post_recv(make_recv(b, &bufs[b], sizeof(Note))) != SRCNIC_OK) {
+            return ::testing::AssertionFailure() << "post_recv " << b;
+        }
+    }
+    return ::testing::AssertionSuccess();
+}
+
 // 1,024 initiators; 256 in a sanitizer build, whose rounds over a thousand engines are about
 // ten times slower (the lossy case then outran its watchdog). SRCNIC_DC_INITIATORS overrides.
 #if defined(__SANITIZE_ADDRESS__)
@@ -60,11 +84,7 @@ void run_many_initiators(size_t n, double loss, uint64_t seed)
     for (size_t i = 0; i < n; ++i) {
         nics.add(ic, seed + 1 + i);
     }
-    FaultConfig fc;
-    fc.drop = loss;
-    fc.duplicate = loss / 2;
-    fc.reorder = loss;
-    ASSERT_EQ(SRCNIC_OK, nics.faulty(0)->set_config(fc, fc));
+    ASSERT_TRUE(add_faults(nics, 0, loss, loss / 2, loss));
     Nic *target = nics.nic(0);
 
     srcnic_qp_config_t qc;
@@ -77,9 +97,7 @@ void run_many_initiators(size_t n, double loss, uint64_t seed)
     ASSERT_EQ(SRCNIC_OK, target->mr_reg(region.data(), region.size(),
                                         SRCNIC_ACCESS_REMOTE_WRITE | SRCNIC_ACCESS_REMOTE_READ, &mr));
     std::vector<Note> rbuf(qc.rq_size);
-    for (uint32_t b = 0; b < qc.rq_size; ++b) {
-        ASSERT_EQ(SRCNIC_OK, tqp->post_recv(make_recv(b, &rbuf[b], sizeof(Note))));
-    }
+    ASSERT_TRUE(post_notes(tqp, rbuf));
 
     qc.sq_size = 8;
     qc.rq_size = 8;
@@ -219,10 +237,7 @@ TEST(NicDc, initiator_budget__one_dci_shared_by_targets_in_turn)
     config.dc_quota = 2;
     constexpr size_t kTargets = 4;
     LoopbackNics nics(1 + kTargets, config, 8192, seed);
-    FaultConfig fc;
-    fc.drop = 0.05;
-    fc.reorder = 0.05;
-    ASSERT_EQ(SRCNIC_OK, nics.faulty(0)->set_config(fc, fc));
+    ASSERT_TRUE(add_faults(nics, 0, 0.05, 0, 0.05));
     srcnic_qp_config_t qc;
     srcnic_qp_config_init(&qc);
     Qp *iqp;
@@ -233,9 +248,7 @@ TEST(NicDc, initiator_budget__one_dci_shared_by_targets_in_turn)
     std::vector<std::vector<Note>> rbufs(kTargets, std::vector<Note>(kPer));
     for (size_t t = 0; t < kTargets; ++t) {
         ASSERT_EQ(SRCNIC_OK, nics.nic(1 + t)->qp_create(qc, &tqps[t]));
-        for (uint32_t b = 0; b < kPer; ++b) {
-            ASSERT_EQ(SRCNIC_OK, tqps[t]->post_recv(make_recv(b, &rbufs[t][b], sizeof(Note))));
-        }
+        ASSERT_TRUE(post_notes(tqps[t], rbufs[t]));
         ASSERT_EQ(SRCNIC_OK, nics.nic(0)->dest_create(nics.nic(1 + t)->addr(), tqps[t]->qpn(), &dests[t]));
     }
     EXPECT_EQ(1u, nics.nic(0)->num_connections());
@@ -300,11 +313,7 @@ TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_r
     LoopbackNics nics(1, hc, 8192, seed);
     nics.add(config, seed + 1);
     nics.add(config, seed + 2);
-    FaultConfig fc;
-    fc.drop = 0.05;
-    fc.duplicate = 0.02;
-    fc.reorder = 0.05;
-    ASSERT_EQ(SRCNIC_OK, nics.faulty(0)->set_config(fc, fc));
+    ASSERT_TRUE(add_faults(nics, 0, 0.05, 0.02, 0.05));
     Nic *hub = nics.nic(0);
     srcnic_qp_config_t qc;
     srcnic_qp_config_init(&qc);
@@ -318,15 +327,11 @@ TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_r
     for (int p = 0; p < 2; ++p) {
         ASSERT_EQ(SRCNIC_OK, nics.nic(1 + p)->qp_create(qc, &pqp[p]));
         rbuf[p].resize(qc.rq_size);
-        for (uint32_t b = 0; b < qc.rq_size; ++b) {
-            ASSERT_EQ(SRCNIC_OK, pqp[p]->post_recv(make_recv(b, &rbuf[p][b], sizeof(Note))));
-        }
+        ASSERT_TRUE(post_notes(pqp[p], rbuf[p]));
         ASSERT_EQ(SRCNIC_OK, hub->dest_create(nics.nic(1 + p)->addr(), pqp[p]->qpn(), &dest[p]));
     }
     std::vector<Note> hbuf(qc.rq_size);
-    for (uint32_t b = 0; b < qc.rq_size; ++b) {
-        ASSERT_EQ(SRCNIC_OK, hqp->post_recv(make_recv(b, &hbuf[b], sizeof(Note))));
-    }
+    ASSERT_TRUE(post_notes(hqp, hbuf));
     for (int p = 0; p < 2; ++p) {
         ASSERT_EQ(SRCNIC_OK, nics.nic(1 + p)->dest_create(hub->addr(), hqp->qpn(), &back[p]));
     }
@@ -469,11 +474,7 @@ TEST(NicDc, echoes_from_many_peers__dci_handovers_and_evictions_both_ways_under_
     for (size_t i = 0; i < kPeers; ++i) {
         nics.add(config, seed + 1 + i);
     }
-    FaultConfig fc;
-    fc.drop = 0.05;
-    fc.duplicate = 0.02;
-    fc.reorder = 0.05;
-    ASSERT_EQ(SRCNIC_OK, nics.faulty(0)->set_config(fc, fc));
+    ASSERT_TRUE(add_faults(nics, 0, 0.05, 0.02, 0.05));
     Nic *hub = nics.nic(0);
     srcnic_qp_config_t qc;
     srcnic_qp_config_init(&qc);
@@ -482,9 +483,7 @@ TEST(NicDc, echoes_from_many_peers__dci_handovers_and_evictions_both_ways_under_
     Qp *hqp;
     ASSERT_EQ(SRCNIC_OK, hub->qp_create(qc, &hqp));
     std::vector<Note> hbuf(qc.rq_size);
-    for (uint32_t b = 0; b < qc.rq_size; ++b) {
-        ASSERT_EQ(SRCNIC_OK, hqp->post_recv(make_recv(b, &hbuf[b], sizeof(Note))));
-    }
+    ASSERT_TRUE(post_notes(hqp, hbuf));
     struct Peer {
         Qp *qp = nullptr;
         srcnic_dest_t to = {}, back = {};
@@ -500,9 +499,7 @@ TEST(NicDc, echoes_from_many_peers__dci_handovers_and_evictions_both_ways_under_
         ASSERT_EQ(SRCNIC_OK, nic->qp_create(qc, &pr.qp));
         pr.rbuf.resize(qc.rq_size);
         pr.echoes.resize(kPer);
-        for (uint32_t b = 0; b < qc.rq_size; ++b) {
-            ASSERT_EQ(SRCNIC_OK, pr.qp->post_recv(make_recv(b, &pr.rbuf[b], sizeof(Note))));
-        }
+        ASSERT_TRUE(post_notes(pr.qp, pr.rbuf));
         ASSERT_EQ(SRCNIC_OK, hub->dest_create(nic->addr(), pr.qp->qpn(), &pr.to));
         ASSERT_EQ(SRCNIC_OK, nic->dest_create(hub->addr(), hqp->qpn(), &pr.back));
     }
