@@ -105,6 +105,14 @@ constexpr unsigned kAnswerReserve = 16;
 // for its whole length (the data already in flight still goes first). Requests of the same QP
 // keep their order.
 constexpr uint64_t kChunkBytes = 256 * 1024;
+// While another QP's requests share the connection (one joined its FIFO within the stream's
+// last kMixedChunks chunks), the chunks are smaller: a message of that QP then waits behind at
+// most about one and a half of them not yet transmitted, besides what is in flight
+// (perf/hol_engine_bench: 8-byte latency beside a WRITE stream on one connection). A stream
+// alone keeps kChunkBytes: smaller chunks cost it bandwidth (one chunk is taken per pass).
+// Counted in chunks, not time, so that it is the same on a loaded machine.
+constexpr uint64_t kMixedChunkBytes = 32 * 1024;
+constexpr uint16_t kMixedChunks = 64;
 // A transmit batch goes to the link once its payloads add up to this many bytes, even if it
 // has room for more datagrams: the kernel then copies each payload while the bytes that
 // sealing it just read are still in the CPU's L2 cache. A full batch of 64-KB datagrams (2 MiB)
