@@ -199,7 +199,9 @@ enum {
     UCT_SRC_EP_FLAG_FAILED       = UCS_BIT(0),  /* the peer is gone: ops return fail_status */
     UCT_SRC_EP_FLAG_ERR_REPORTED = UCS_BIT(1),  /* uct_iface_handle_ep_err scheduled or done */
     UCT_SRC_EP_FLAG_INVALIDATED  = UCS_BIT(3),  /* uct_ep_invalidate: sends are cancelled */
-    UCT_SRC_EP_FLAG_DESTROYED    = UCS_BIT(2)   /* freed once its sends have completed */
+    UCT_SRC_EP_FLAG_DESTROYED    = UCS_BIT(2),  /* freed once its sends have completed */
+    UCT_SRC_EP_FLAG_LAZY_TAIL    = UCS_BIT(4)   /* the last send posted did not ask for a prompt
+                                                 * acknowledgement (an active message) */
 };
 
 typedef struct uct_src_flush_req uct_src_flush_req_t;

@@ -302,6 +302,8 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
     }
     ++ep->tx_posted;
     ++iface->tx_outstanding;
+    ep->flags = (ep->flags & ~UCT_SRC_EP_FLAG_LAZY_TAIL) |
+                ((wqe->flags & SRCNIC_WQE_FLAG_LAZY_ACK) ? UCT_SRC_EP_FLAG_LAZY_TAIL : 0);
     ucs_list_add_tail(&ep->outstanding, &desc->list);
     if (ucs_unlikely(ep->flags & UCT_SRC_EP_FLAG_INVALIDATED)) {
         srcnic_qp_cancel(iface->qp, ep->dest, ep->tag); /* completes CANCELED, sends nothing */
@@ -367,7 +369,7 @@ ucs_status_t uct_src_ep_am_short(uct_ep_h tl_ep, uint8_t id, uint64_t header,
     UCT_SRC_EP_GET_DESC_LOCKED(iface, &iface->tx_small_mp, ep, NULL, desc, status, out);
     uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
     wqe.imm        = id;
-    wqe.flags      = SRCNIC_WQE_FLAG_INLINE;
+    wqe.flags      = SRCNIC_WQE_FLAG_INLINE | SRCNIC_WQE_FLAG_LAZY_ACK; /* nobody waits on it */
     wqe.inline_len = sizeof(header) + length;
     memcpy(wqe.u.inline_data, &header, sizeof(header));
     if (length != 0) {
@@ -412,6 +414,8 @@ static ssize_t uct_src_ep_bcopy(uct_src_ep_t *ep, srcnic_opcode_t opcode, uint32
     wqe.remote_addr       = remote_addr;
     wqe.rkey              = rkey;
     if (opcode == SRCNIC_OP_SEND) {
+        /* Nobody waits on it: its descriptor goes back when the acknowledgement comes. */
+        wqe.flags = SRCNIC_WQE_FLAG_LAZY_ACK;
         uct_iface_trace_am(&iface->super, UCT_AM_TRACE_TYPE_SEND, imm, desc + 1, length,
                            "TX: AM_BCOPY");
     }
@@ -632,6 +636,28 @@ void uct_src_ep_pending_purge(uct_ep_h tl_ep, uct_pending_purge_callback_t cb, v
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
 }
 
+/* A probe: an empty SEND with an id no handler has, asking for a prompt acknowledgement; the
+ * peer engine acknowledges it (and so everything the ep posted before it) or the connection
+ * fails; the peer iface drops it. Called with the async lock held. */
+static ucs_status_t uct_src_ep_post_probe(uct_src_iface_t *iface, uct_src_ep_t *ep)
+{
+    uct_src_send_desc_t *desc;
+    srcnic_wqe_t wqe;
+
+    if (!uct_src_iface_has_tx_resources(iface)) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    desc = uct_src_ep_desc_get(&iface->tx_small_mp, ep, NULL);
+    if (desc == NULL) {
+        return UCS_ERR_NO_RESOURCE;
+    }
+    uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
+    wqe.imm        = UCT_SRC_AM_ID_KEEPALIVE;
+    wqe.flags      = SRCNIC_WQE_FLAG_INLINE;
+    wqe.inline_len = 0;
+    return uct_src_ep_post(iface, ep, desc, &wqe);
+}
+
 ucs_status_t uct_src_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *comp)
 {
     uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
@@ -652,7 +678,13 @@ ucs_status_t uct_src_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
         goto out;
     }
     /* Completion means acknowledged by the peer: every send completes only once the remote
-     * engine has acknowledged (or answered) it. */
+     * engine has acknowledged (or answered) it. Active messages do not ask for a prompt
+     * acknowledgement (SRCNIC_WQE_FLAG_LAZY_ACK): if the last send did not, a probe asks for
+     * one now instead of the flush waiting out the peer's acknowledgement delay (without
+     * resources for it, the flush waits). */
+    if ((ep->flags & UCT_SRC_EP_FLAG_LAZY_TAIL) && !(flags & UCT_FLUSH_FLAG_CANCEL)) {
+        (void)uct_src_ep_post_probe(iface, ep);
+    }
     if (comp != NULL) {
         req = ucs_malloc(sizeof(*req), "src_flush_req");
         if (req == NULL) {
@@ -676,33 +708,12 @@ ucs_status_t uct_src_ep_check(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
 {
     uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
     uct_src_iface_t *iface = UCT_SRC_EP_IFACE(ep);
-    uct_src_send_desc_t *desc;
-    srcnic_wqe_t wqe;
     ucs_status_t status;
 
     UCT_EP_KEEPALIVE_CHECK_PARAM(flags, comp);
     UCS_ASYNC_BLOCK(iface->super.worker->async);
-    if (ep->flags & UCT_SRC_EP_FLAG_FAILED) {
-        status = UCS_OK; /* already reported */
-        goto out;
-    }
-    if (!uct_src_iface_has_tx_resources(iface)) {
-        status = UCS_ERR_NO_RESOURCE;
-        goto out;
-    }
-    desc = uct_src_ep_desc_get(&iface->tx_small_mp, ep, NULL);
-    if (desc == NULL) {
-        status = UCS_ERR_NO_RESOURCE;
-        goto out;
-    }
-    /* A probe: an empty SEND with an id no handler has; the peer engine acknowledges it (or
-     * the connection fails), the peer iface drops it. */
-    uct_src_wqe_init(&wqe, SRCNIC_OP_SEND);
-    wqe.imm        = UCT_SRC_AM_ID_KEEPALIVE;
-    wqe.flags      = SRCNIC_WQE_FLAG_INLINE;
-    wqe.inline_len = 0;
-    status = uct_src_ep_post(iface, ep, desc, &wqe);
-out:
+    status = (ep->flags & UCT_SRC_EP_FLAG_FAILED) ? UCS_OK /* already reported */ :
+                                                    uct_src_ep_post_probe(iface, ep);
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return status;
 }

@@ -26,7 +26,12 @@ typedef enum srcnic_opcode {
 } srcnic_opcode_t;
 
 enum {
-    SRCNIC_WQE_FLAG_INLINE = 1u << 0   /* payload is in inline_data, not in the gather list */
+    SRCNIC_WQE_FLAG_INLINE   = 1u << 0, /* payload is in inline_data, not in the gather list */
+    SRCNIC_WQE_FLAG_LAZY_ACK = 1u << 1  /* nothing waits for its completion soon (its payload
+                                         * was copied): the engine does not ask the peer for a
+                                         * prompt acknowledgement of it; one rides on the peer's
+                                         * next packet back, or comes within the peer's
+                                         * acknowledgement delay (PROTOCOL.md 5.3) */
 };
 
 #define SRCNIC_WQE_MAX_SGE      6     /* gather entries in one WQE */

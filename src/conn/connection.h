@@ -58,6 +58,8 @@ struct TxMsg {
     bool acked = false;        // every PSN acknowledged
     bool answered = false;     // READ: every response byte placed (or an error came back)
     bool cancelled = false;    // not to be completed or placed; remaining packets go as NOPs
+    bool lazy_ack = false;     // requests: posted with SRCNIC_WQE_FLAG_LAZY_ACK (its last packet
+                               // does not ask for a prompt acknowledgement)
     int16_t status = 0;        // srcnic_status_t to complete with
     uint32_t psn_first = 0;    // first PSN
     uint32_t npkts = 0;        // PSNs it occupies (>= 1)

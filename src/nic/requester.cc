@@ -19,7 +19,7 @@ TxMsg *Nic::msg_alloc()
     --msgs_free_;
     m->next = nullptr;
     m->serial = ++msg_serial_;
-    m->acked = m->answered = m->cancelled = false;
+    m->acked = m->answered = m->cancelled = m->lazy_ack = false;
     m->status = SRCNIC_OK;
     m->read_placed = 0;
     m->qp = nullptr;
@@ -153,6 +153,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
             m->job_key = qp->owner()->job_key;
             m->offset = 0;
             m->more = false;
+            m->lazy_ack = (wqe.flags & SRCNIC_WQE_FLAG_LAZY_ACK) != 0;
             m->length = static_cast<uint32_t>(length);
             switch (wqe.opcode) {
             case SRCNIC_OP_SEND: m->opcode = static_cast<uint8_t>(Opcode::kSEND); break;
@@ -239,6 +240,7 @@ void Nic::take_chunk(QpContext *qp)
     m->peer_qpn = k.wqe.dest.qpn;
     m->job_key = qp->owner()->job_key;
     m->offset = k.next;
+    m->lazy_ack = (k.wqe.flags & SRCNIC_WQE_FLAG_LAZY_ACK) != 0;
     m->length = static_cast<uint32_t>(chunk);
     m->more = k.next + chunk < k.length;
     m->status = k.status;   // an earlier chunk's failure travels to the WQE's completion

@@ -184,8 +184,12 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     h->opcode = m->cancelled ? static_cast<uint8_t>(Opcode::kNOP) : m->opcode;
     // ACK_REQ on retransmissions, and on the last PSN assigned so far: the connection goes
     // idle after it, so no later packet would make the peer acknowledge it (and the requests
-    // it ends complete on that acknowledgement).
-    const bool ack_req = retransmit || psn + 1 == c->next_psn;
+    // it ends complete on that acknowledgement). Not for a request posted LAZY_ACK: nothing
+    // waits for it soon, and the peer's acknowledgement delay bounds it (a reply the peer
+    // sends meanwhile carries it, instead of an ACK of its own; PROTOCOL.md 5.3). A DC stream
+    // asks always: its DCI is handed over only once everything on it is acknowledged.
+    const bool ack_req = retransmit ||
+                         (psn + 1 == c->next_psn && !(m->lazy_ack && c->kind == ConnKind::kConn));
     h->flags = static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (seg + 1 == m->npkts ? kFlagLast : 0) |
                                      (c->peer_conn == 0 ? kFlagSyn : 0) | (ack_req ? kFlagAckReq : 0) |
                                      dc_flag_of(c->kind));

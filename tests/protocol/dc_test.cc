@@ -402,6 +402,23 @@ TEST_F(Dc, dc_gone__the_initiator_resends_from_its_oldest_unacked_psn_as_syn)
     EXPECT_EQ(p.h.stream, again.h.stream);
 }
 
+// A DC stream asks for prompt acknowledgements even of requests posted LAZY_ACK: its DCI is
+// handed to another target only once everything on it is acknowledged.
+TEST_F(Dc, use_dc__a_lazy_ack_request_on_a_stream_still_asks_for_its_ack)
+{
+    const srcnic_dest_t dest = dest_to_peer();
+    const uint32_t v = 9;
+    srcnic_wqe_t w = make_send(dest, 61, &v, 4);
+    w.flags |= SRCNIC_WQE_FLAG_LAZY_ACK;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+    Packet p;
+    ASSERT_TRUE(await_psn(1, &p));
+    EXPECT_EQ(0, p.h.flags & kFlagAckReq) << "a connection's lazy request asks for no prompt ack";
+    nak_unbound(p.h, NakReason::kUseDc);
+    ASSERT_TRUE(await([](const Packet &q) { return (q.h.flags & kFlagDcInit) != 0 && q.h.psn == 1; }, &p));
+    EXPECT_NE(0, p.h.flags & kFlagAckReq) << to_string(p.h);
+}
+
 // A DCI whose target answers DC_BUSY for longer than the peer timeout.
 class DcBusyTimeout : public Dc {
 protected:

@@ -35,12 +35,13 @@ protected:
     static constexpr uint64_t kLookUs = 3000;
 
     // Posts a SEND of len pattern bytes from qp_ to the raw peer.
-    void post_send(uint64_t wr_id, uint32_t len, uint32_t imm = 0)
+    void post_send(uint64_t wr_id, uint32_t len, uint32_t imm = 0, uint8_t flags = 0)
     {
         sends_.push_back(pattern(len, static_cast<uint32_t>(wr_id)));
         srcnic_wqe_t w = {};
         w.wr_id = wr_id;
         w.opcode = SRCNIC_OP_SEND;
+        w.flags = flags;
         w.imm = imm;
         w.dest = dest_;
         w.num_sge = 1;

@@ -63,6 +63,36 @@ TEST_F(TxScheduler, tx_packet__first_request_opens_then_rto_retransmits_then_ack
     EXPECT_EQ(kFlagFirst | kFlagLast | kFlagAckReq, next.h.flags);
 }
 
+// A request posted LAZY_ACK (nothing waits for it soon) does not ask for a prompt
+// acknowledgement even as the last PSN assigned; its retransmission does, and so does the next
+// request posted without the flag (PROTOCOL.md §5.3).
+TEST_F(TxScheduler, tx_packet__lazy_ack_request_asks_no_prompt_ack_its_retransmission_does)
+{
+    post_send(1, 10, 0, SRCNIC_WQE_FLAG_LAZY_ACK);
+    Packet first;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &first));
+    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast, first.h.flags) << to_string(first.h);
+    peer_->nic_conn(first.h.src_conn);
+    // do not acknowledge / expect it again after the RTO, now with ACK_REQ
+    Packet again;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &again));
+    EXPECT_EQ(1u, again.h.psn);
+    EXPECT_EQ(kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq, again.h.flags);
+    ack_nic(2, 1);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    // a lazy one, then a plain one: only the plain one asks
+    post_send(2, 10, 0, SRCNIC_WQE_FLAG_LAZY_ACK);
+    Packet lazy;
+    ASSERT_TRUE(await_psn(2, &lazy));
+    EXPECT_EQ(kFlagFirst | kFlagLast, lazy.h.flags);
+    post_send(3, 10);
+    Packet plain;
+    ASSERT_TRUE(await_psn(3, &plain));
+    EXPECT_EQ(kFlagFirst | kFlagLast | kFlagAckReq, plain.h.flags);
+}
+
 // An expired timer waits for what the link holds: a sender busy transmitting reads its socket
 // only between passes, and the acknowledgement that makes the timeout moot may be waiting there
 // (a bandwidth stream timed out with it and resent a window the peer held).

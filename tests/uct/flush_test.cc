@@ -1,6 +1,7 @@
 // Flush over src: OK when idle, INPROGRESS with a completion that fires only once the peer has
 // acknowledged, the iface flush, NO_RESOURCE behind pending requests, and UCT_FLUSH_FLAG_CANCEL
 // completing outstanding zcopy operations with UCS_ERR_CANCELED at once.
+#include "uct/src_internal.h"
 #include "uct/uct_src_fixture.h"
 
 #include <cstring>
@@ -19,6 +20,41 @@ TEST_F(UctSrc, ep_flush__idle_returns_ok)
     EXPECT_EQ(UCS_OK, uct_ep_flush(ep_ab_, 0, &comp.uct));
     progress_for(0.02);
     EXPECT_EQ(0, comp.fired) << "a flush that returned UCS_OK must not call its completion";
+}
+
+// Active messages ask for no prompt acknowledgement (SRCNIC_WQE_FLAG_LAZY_ACK): a flush right
+// behind one posts a probe that asks for it, once, instead of waiting out the peer's
+// acknowledgement delay; behind a put (which asks by itself) it posts none. The peer's iface
+// drops the probe.
+TEST_F(UctSrc, ep_flush__behind_an_active_message_posts_one_probe)
+{
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, kNoPayload, 0));
+    const uint32_t posted = uct_src_test_ep_posted(ep_ab_);
+    Completion &comp = completion();
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep_ab_, 0, &comp.uct));
+    EXPECT_EQ(posted + 1, uct_src_test_ep_posted(ep_ab_)) << "no probe behind the active message";
+    EXPECT_EQ(UCS_INPROGRESS, uct_ep_flush(ep_ab_, 0, nullptr));
+    EXPECT_EQ(posted + 1, uct_src_test_ep_posted(ep_ab_)) << "a second probe for the same tail";
+    ASSERT_TRUE(wait_for([&] { return comp.fired > 0; })) << "flush never completed";
+    EXPECT_EQ(UCS_OK, comp.status);
+    ASSERT_TRUE(wait_for([&] { return b_.rx.size() >= 1; }));
+    // A put: it asks for its acknowledgement itself.
+    std::vector<uint8_t> target(64, 0x11);
+    Region region;
+    ASSERT_NO_FATAL_FAILURE(mem_reg(md_b_, target.data(), target.size(), &region));
+    uint64_t word = 5;
+    ASSERT_EQ(UCS_OK, uct_ep_put_short(ep_ab_, &word, sizeof(word),
+                                       (uint64_t)(uintptr_t)target.data(), region.rkey.rkey));
+    const uint32_t after_put = uct_src_test_ep_posted(ep_ab_);
+    Completion &comp2 = completion();
+    ASSERT_EQ(UCS_INPROGRESS, uct_ep_flush(ep_ab_, 0, &comp2.uct));
+    EXPECT_EQ(after_put, uct_src_test_ep_posted(ep_ab_)) << "a probe behind a put";
+    ASSERT_TRUE(wait_for([&] { return comp2.fired > 0; }));
+    progress_for(0.02);
+    EXPECT_EQ(1u, b_.rx.size()) << "the probe reached the active-message handler";
+    EXPECT_EQ(0x11, target[sizeof(word)]);
+    EXPECT_EQ(0, std::memcmp(target.data(), &word, sizeof(word)));
+    mem_dereg(&region);
 }
 
 TEST_F(UctSrcQuietPeer, ep_flush__completes_only_after_peer_acknowledged)

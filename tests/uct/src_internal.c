@@ -91,6 +91,18 @@ unsigned long uct_src_test_am_dropped(uct_iface_h tl_iface)
     return num;
 }
 
+uint32_t uct_src_test_ep_posted(uct_ep_h tl_ep)
+{
+    uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);
+    uct_src_iface_t *iface = ucs_derived_of(ep->super.super.iface, uct_src_iface_t);
+    uint32_t num;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    num = ep->tx_posted;
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return num;
+}
+
 unsigned uct_src_test_num_connections(uct_iface_h tl_iface)
 {
     uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);

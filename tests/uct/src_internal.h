@@ -46,6 +46,8 @@ int uct_src_test_bcopy_pool_grown(uct_iface_h iface);
 int uct_src_test_attached(uct_iface_h iface);
 /* Received messages the iface dropped because no handler was registered for their AM id. */
 unsigned long uct_src_test_am_dropped(uct_iface_h iface);
+/* Sends the ep has posted to its engine (wraps): its operations and its probes. */
+uint32_t uct_src_test_ep_posted(uct_ep_h ep);
 
 /* Connections the iface's engine holds open. */
 unsigned uct_src_test_num_connections(uct_iface_h iface);
