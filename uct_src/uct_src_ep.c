@@ -681,8 +681,9 @@ ucs_status_t uct_src_ep_flush(uct_ep_h tl_ep, unsigned flags, uct_completion_t *
      * engine has acknowledged (or answered) it. Active messages do not ask for a prompt
      * acknowledgement (SRCNIC_WQE_FLAG_LAZY_ACK): if the last send did not, a probe asks for
      * one now instead of the flush waiting out the peer's acknowledgement delay (without
-     * resources for it, the flush waits). */
-    if ((ep->flags & UCT_SRC_EP_FLAG_LAZY_TAIL) && !(flags & UCT_FLUSH_FLAG_CANCEL)) {
+     * resources for it, the flush waits; a failed ep's sends complete with its error). */
+    if ((ep->flags & (UCT_SRC_EP_FLAG_LAZY_TAIL | UCT_SRC_EP_FLAG_FAILED)) ==
+            UCT_SRC_EP_FLAG_LAZY_TAIL && !(flags & UCT_FLUSH_FLAG_CANCEL)) {
         (void)uct_src_ep_post_probe(iface, ep);
     }
     if (comp != NULL) {

@@ -151,10 +151,10 @@ struct alignas(64) ConnActive {
     uint64_t close_sent_ns = 0;    //   the last one, when
 
     // --- sharing between QPs (Nic::take_chunk) ---
-    bool chunked = false;          // a large WRITE or READ has taken chunks here ...
-    uint16_t mixed_chunks = 0;     //   chunks still to take at kMixedChunkBytes: kMixedChunks
-                                   //   since a request of another QP joined the FIFO
-    uint32_t chunk_qpn = 0;        //   the QP that took the last chunk
+    uint32_t chunk_qpn = 0;        // the QP whose large WRITE or READ took the last chunk here
+                                   // (QP numbers are never 0: none yet)
+    uint16_t mixed_chunks = 0;     // chunks still to take at kMixedChunkBytes: kMixedChunks
+                                   // since a request of another QP joined the FIFO
 
     // --- transmit half ---
     uint32_t send_psn = 1;         // next PSN never transmitted

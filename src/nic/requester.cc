@@ -165,7 +165,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
                            ? 1
                            : static_cast<uint32_t>((length + c->seg_payload - 1) / c->seg_payload);
             msg_append(c, m);
-            if (__builtin_expect(c->act->chunked, 0) && c->act->chunk_qpn != qp->qpn()) {
+            if (__builtin_expect(c->act->chunk_qpn != 0, 0) && c->act->chunk_qpn != qp->qpn()) {
                 c->act->mixed_chunks = kMixedChunks;   // shared with another QP's stream
             }
         }
@@ -227,7 +227,6 @@ void Nic::take_chunk(QpContext *qp)
     if (c->next_psn - a->send_psn > chunk_pkts / 2 || msgs_free_ <= kAnswerReserve) {
         return;   // the previous chunk (or others' work) is still mostly to send
     }
-    a->chunked = true;
     a->chunk_qpn = qp->qpn();
     a->mixed_chunks -= mixed ? 1 : 0;
     TxMsg *m = msg_alloc();
