@@ -409,6 +409,12 @@ TEST(LoopbackLink, tx_burst__two_threads_stream_both_ways)
 
     StreamResult ra, rb;
     std::thread tc(churn);
+    // The streams start once the churn is under way (on a fast machine they may otherwise end
+    // before the churn thread first runs: CI saw 0 links churned), within the watchdog.
+    const uint64_t churn_deadline = now_ns() + kWatchdogNs;
+    while (churned.load() == 0 && now_ns() < churn_deadline) {
+        std::this_thread::yield();
+    }
     std::thread ta(run, a.get(), b->local_addr(), &ra, &rb);
     std::thread tb(run, b.get(), a->local_addr(), &rb, &ra);
     ta.join();
