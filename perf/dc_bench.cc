@@ -402,7 +402,7 @@ int main(int argc, char **argv)
             const char *mode = modes[m];
             const Result &r = res[m];
             auto nic_of = [](const Nic::StateBytes &b) {
-                return b.connections + b.dcis + b.dc_targets + b.active + b.closed;
+                return b.connections + b.peer_nics + b.dcis + b.dc_targets + b.active + b.closed;
             };
             const size_t nic = nic_of(r.state);
             std::printf("%-9s %6zu %5u %8" PRIu64 " %9.2f %9.2f %7.2f %11.0f %9.2f %12zu %11.1f %10zu %11zu %10" PRIu64

@@ -191,6 +191,7 @@ struct Run {
     // Per node, mean over nodes (bytes), and the largest node's NIC state.
     double conns = 0;              // open connections per node
     double connections = 0, dcis = 0, dc_targets = 0, active = 0, closed = 0, qps = 0, remotes = 0;
+    double peer_nics = 0;          // the remote NICs the connections and DC contexts name
     double nic_max = 0;
     double nic_settled = 0;        // NIC state per node once every engine progressed past the
                                    // DC quiet time after the traffic (settle())
@@ -202,7 +203,7 @@ struct Run {
     uint64_t rss = 0, hwm = 0;     // bytes
     uint64_t retransmits = 0, rnr = 0, fabric_full = 0, dropped = 0;
     uint64_t dc_fallbacks = 0, dc_streams = 0, dc_busy = 0, promoted = 0;
-    double nic() const { return connections + dcis + dc_targets + active + closed + qps; }
+    double nic() const { return connections + peer_nics + dcis + dc_targets + active + closed + qps; }
     // The NIC state per node if every process talked to every other: measured where the run
     // did, where every node pair talked (agent), and in agent-dc (bounded by the budget, the DCI
     // pool and the DC target contexts, whatever the peers), else the measured bytes per
@@ -220,7 +221,8 @@ struct Run {
         }
         const double c = mode == Mode::kEmbedded ? static_cast<double>(p) * (static_cast<double>(n) * p - 1)
                                                  : n - 1.0 + 2;
-        return nic() - connections + per_conn * c;
+        // (Each of those connections names a remote NIC of its own: one PeerNic entry each.)
+        return nic() - connections - peer_nics + (per_conn + sizeof(PeerNic)) * c;
     }
     bool covered = false;          // every node sent to every other node
     double host() const { return rings + app_bufs + pkt_bufs + msg_descs + link_queue + engine_obj; }
@@ -607,6 +609,7 @@ void Sim::account(Run *out) const
         const Nic &nic = *engines_[e].nic;
         const Nic::StateBytes b = nic.state_bytes();
         out->connections += b.connections;
+        out->peer_nics += b.peer_nics;
         out->dcis += b.dcis;
         out->dc_targets += b.dc_targets;
         out->closed += b.closed;
@@ -614,7 +617,7 @@ void Sim::account(Run *out) const
         out->active += b.active;
         out->remotes += b.remotes;
         node_nic[engines_[e].first_proc / p_] +=
-            static_cast<double>(b.connections + b.dcis + b.dc_targets + b.active + b.closed + b.qps);
+            static_cast<double>(b.connections + b.peer_nics + b.dcis + b.dc_targets + b.active + b.closed + b.qps);
         conns += nic.num_connections();
         conn_bytes += b.connections;
         out->retransmits += nic.counter(SRCNIC_CNT_RETRANSMITS);
@@ -636,7 +639,7 @@ void Sim::account(Run *out) const
     for (double v : node_nic) {
         nic_max = std::max(nic_max, v);
     }
-    for (double *v : {&out->connections, &out->dcis, &out->dc_targets, &out->active, &out->closed, &out->qps,
+    for (double *v : {&out->connections, &out->peer_nics, &out->dcis, &out->dc_targets, &out->active, &out->closed, &out->qps,
                       &out->remotes, &out->rings, &out->app_bufs, &out->pkt_bufs, &out->msg_descs,
                       &out->link_queue, &out->engine_obj}) {
         *v /= n_;
@@ -663,7 +666,7 @@ void Sim::settle(Run *out)
     double nic = 0, closed = 0;
     for (const Engine &e : engines_) {
         const Nic::StateBytes b = e.nic->state_bytes();
-        nic += static_cast<double>(b.connections + b.dcis + b.dc_targets + b.active + b.closed + b.qps);
+        nic += static_cast<double>(b.connections + b.peer_nics + b.dcis + b.dc_targets + b.active + b.closed + b.qps);
         closed += static_cast<double>(b.closed);
     }
     out->nic_settled = nic / n_;
@@ -751,6 +754,7 @@ struct Column {
 };
 const Column kNicColumns[] = {
     {"connections", &Run::connections, "open connections: their contexts"},
+    {"peer_nics", &Run::peer_nics, "remote NICs the connections and DC contexts name (address, incarnation)"},
     {"dcis", &Run::dcis, "attached DC initiators: the same"},
     {"dc_targets", &Run::dc_targets, "DC target contexts: the same"},
     {"active", &Run::active, "active halves (in-flight and reorder state), held or pooled"},

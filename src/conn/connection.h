@@ -262,11 +262,30 @@ struct ConnStats {
     uint32_t retransmits = 0;      // packets sent again (wraps)
 };
 
+// A remote NIC as a slot of the peer table names it: its address, its incarnation and its
+// secret. A connection's is an entry of the NIC's table (Nic::peer_nic_ref), kept once per
+// remote NIC and shared (a hardware NIC's address handle): a connection holds its entry from
+// its open until its slot is reused, so that a packet a released connection's peer still sends
+// is answered (Nic::reject_unknown_id). A DC slot, reattached at every stream, holds its own
+// (DcConn).
+struct PeerNic {
+    LinkAddr addr;                 // its link address
+    uint64_t nic = 0;              // its incarnation
+    uint64_t secret = 0;           // its secret, from its address: proves the SYN packets sent
+                                   // to it until a connection learns peer_conn (PROTOCOL.md
+                                   // §7.1); 0 while no address of it is known here (it opened
+                                   // to us)
+    uint32_t refs = 0;             // table entries: the slots naming it; 0 = a free entry
+};
+
 // What every connection keeps, busy or idle: identity, the peer's, the next PSN each way, the
-// round-trip estimate, and its active half while it has one. Cache-line aligned (and so sized):
-// connections, QPs and NICs are written on every packet, and two of them allocated next to each
-// other may belong to NICs driven by different threads; they must not share a line.
+// round-trip estimate, and its active half while it has one: one cache line (tests guard its
+// size). Cache-line aligned: connections, QPs and NICs are written on every packet, and two of
+// them allocated next to each other may belong to NICs driven by different threads; they must
+// not share a line. DC initiators and targets are DcConns: a Connection and their stream.
 struct alignas(64) Connection {
+    Connection() : in_active(false), closing(false), self(false), dc_slot(false) {}
+
     // --- identity ---
     ConnState state = ConnState::kFree;
     ConnKind kind = ConnKind::kConn;
@@ -280,12 +299,8 @@ struct alignas(64) Connection {
     uint16_t opens = 0;            // connections the slot has held (wraps): gen_for's input
     int16_t fail_status = 0;       // why failed_gen failed
     uint32_t failed_gen = kNoGen;  // generation that failed last, for srcnic_dest_status
-    LinkAddr peer_addr;            // remote NIC's link address
-    uint64_t peer_nic = 0;         // remote NIC incarnation
-    uint64_t peer_secret = 0;      // remote NIC's secret, from its address: proves the SYN
-                                   // packets sent until peer_conn is learned (PROTOCOL.md §7.1);
-                                   // 0 when the peer opened the connection and we hold no
-                                   // address of it
+    uint32_t peer = 0;             // the remote NIC: its entry in the NIC's PeerNic table (a
+                                   // connection; a DC slot's is in its DcConn)
     uint32_t peer_conn = 0;        // remote connection id, 0 until learned
     uint32_t peer_job_key = 0;     // job key of the peer's latest packet (a NIC serving several
                                    // owners stamps its acknowledgements with it)
@@ -294,20 +309,18 @@ struct alignas(64) Connection {
     uint32_t expected_psn = 1;     // next PSN to deliver
     uint32_t srtt_us = 0;          // smoothed round-trip time, µs (0 = no sample yet)
     uint32_t rttvar_us = 0;        // round-trip time variation, µs
-    uint32_t seg_payload = 0;      // payload bytes per packet on the path to the peer
-    uint32_t mirror = 0;           // a connection of this NIC to itself: the id of the one
-                                   // that receives what it sends (PROTOCOL.md §5.7), else 0
-    // --- DC (§8) ---
-    uint32_t stream = 0;           // DCI, DC target: the stream's number (header field stream)
-    uint32_t remote = 0;           // DCI: index of the Remote it is attached to
-    uint32_t dc_taken = 0;         // DCI: requests taken since it attached (dc_quota)
+    uint16_t seg_payload = 0;      // payload bytes per packet on the path to the peer (a UDP
+                                   // datagram: less than 64 KiB)
+    // --- scheduling and kind ---
+    bool in_active : 1;            // on the NIC's list of connections with work or timers
+    bool closing : 1;              // connection: we asked the peer to CLOSE it (§8.6); no
+                                   // new request goes on it meanwhile
+    bool self : 1;                 // a connection of this NIC to itself, or the one that
+                                   // receives what such a one sends (PROTOCOL.md §5.7)
+    bool dc_slot : 1;              // the slot is a DcConn (it serves DCIs and DC targets only)
     uint64_t used = 0;             // DCI: when a request last went on it; DC target: when it
                                    // last received; connection: the last transmit pass it was
                                    // on the active list (ns): the least recent goes first
-    // --- scheduling ---
-    bool in_active = false;        // on the NIC's list of connections with work or timers
-    bool closing = false;          // connection: we asked the peer to CLOSE it (§8.6); no
-                                   // new request goes on it meanwhile
     ConnActive *act = nullptr;     // the active half, or nullptr while idle
 
     // Nothing in flight either way, nothing owed: a DCI may be handed to another target, a DC
@@ -315,6 +328,37 @@ struct alignas(64) Connection {
     bool quiet() const { return act == nullptr || act->quiet(); }
     bool unacked() const { return act != nullptr && act->unacked(); }
 };
+
+// A DC initiator (DCI) or a DC target context: a Connection, the remote NIC of its current
+// stream and the stream (§8). Bounded in number (srcnic_config_t.num_dci, dc_targets), kept in
+// slots of their own; its peer inline, since a DC slot names another remote NIC at every stream.
+struct DcConn : Connection {
+    DcConn() { dc_slot = true; }
+
+    PeerNic peer_nic;              // the remote NIC (refs unused)
+    uint32_t stream = 0;           // the stream's number (header field stream)
+    uint32_t remote = 0;           // DCI: index of the Remote it is attached to
+    uint32_t dc_taken = 0;         // DCI: requests taken since it attached (dc_quota)
+};
+
+// A DCI's or DC target's DC state (c->kind != ConnKind::kConn).
+inline DcConn *dc_of(Connection *c) { return static_cast<DcConn *>(c); }
+inline const DcConn *dc_of(const Connection *c) { return static_cast<const DcConn *>(c); }
+// The stream number c's packets carry: 0 on a connection.
+inline uint32_t stream_of(const Connection *c) { return c->dc_slot ? dc_of(c)->stream : 0; }
+
+// Owns a slot's Connection or DcConn (no virtual destructor: a Connection is one cache line).
+struct ConnDeleter {
+    void operator()(Connection *c) const
+    {
+        if (c != nullptr && c->dc_slot) {
+            delete static_cast<DcConn *>(c);
+        } else {
+            delete c;
+        }
+    }
+};
+using ConnPtr = std::unique_ptr<Connection, ConnDeleter>;
 
 } // namespace srcnic
 

@@ -94,7 +94,8 @@ SRCNIC_HOT Connection *Nic::route(srcnic_dest_t dest, srcnic_status_t *status, b
             *status = SRCNIC_ERR_NO_RESOURCE;
             return nullptr;
         }
-    } else if (request && config_.dc_quota != 0 && dc_wait_prev_ && c->dc_taken >= config_.dc_quota) {
+    } else if (request && config_.dc_quota != 0 && dc_wait_prev_ &&
+               dc_of(c)->dc_taken >= config_.dc_quota) {
         // Others wait for a DCI: this one takes no more, drains and is handed over.
         *status = SRCNIC_ERR_NO_RESOURCE;
         return nullptr;
@@ -102,7 +103,7 @@ SRCNIC_HOT Connection *Nic::route(srcnic_dest_t dest, srcnic_status_t *status, b
     if (r->backlog_head != nullptr) {
         backlog_to(*r, c);
     }
-    c->dc_taken += request;
+    dc_of(c)->dc_taken += request;
     c->used = now();
     return c;
 }
@@ -153,7 +154,7 @@ Connection *Nic::conn_for(Remote &r)
         // requests wait for the answer (route) and open another only once it is closed; a
         // second connection now would reach the peer as a new one and fail the first there.
         c = conns_[it->second].get();
-        if (c->peer_nic != r.nic) {
+        if (peer_of(c).nic != r.nic) {
             c = nullptr;
         }
     }
@@ -161,7 +162,7 @@ Connection *Nic::conn_for(Remote &r)
         c = conn_open(r.addr, r.nic);
     }
     if (c != nullptr) {
-        c->peer_secret = r.secret;   // (one the peer opened has none yet)
+        peer_of(c).secret = r.secret;   // (one the peer opened has none yet)
         r.conn = c->id;
     }
     return c;
@@ -175,7 +176,7 @@ bool Nic::demote_one(uint64_t now)
     Connection *lru = nullptr;
     for (size_t slot = 1; slot < conns_.size(); ++slot) {
         Connection *c = conns_[slot].get();
-        if (c->state != ConnState::kOpen || c->kind != ConnKind::kConn || c->mirror != 0) {
+        if (c->state != ConnState::kOpen || c->kind != ConnKind::kConn || c->self) {
             continue;
         }
         if (c->quiet() && !c->in_active && c->peer_conn != 0 && now - c->used >= kDemoteIdleNs &&
@@ -192,13 +193,13 @@ bool Nic::demote_one(uint64_t now)
     closing_.push_back(lru->id);
     tx_control(lru, Opcode::kCLOSE, lru->next_psn, static_cast<uint32_t>(CloseKind::kAsk));
     SRCNIC_LOG_DEBUG("connection %u to %s idle: asking to close it", lru->id,
-                     lru->peer_addr.to_string().c_str());
+                     peer_of(lru).addr.to_string().c_str());
     return true;
 }
 
 void Nic::conn_close(Connection *c)
 {
-    if (auto it = remote_by_addr_.find(c->peer_addr); it != remote_by_addr_.end()) {
+    if (auto it = remote_by_addr_.find(peer_of(c).addr); it != remote_by_addr_.end()) {
         Remote &r = remotes_[it->second];
         if (!r.dc && r.conn == c->id) {
             r.conn = 0;   // its next request opens a connection again (or goes over DC)
@@ -223,7 +224,7 @@ void Nic::close_received(Connection *c, const PacketHeader &h)
         // Agreed only if nothing is in flight either way: everything it sent was received here
         // (its next PSN), everything we sent it holds (its ack), and nothing is owed.
         const bool agree = !c->closing && c->quiet() && c->expected_psn == h.psn &&
-                           c->next_psn == h.ack_psn && c->mirror == 0;
+                           c->next_psn == h.ack_psn && !c->self;
         tx_control(c, Opcode::kCLOSE, c->next_psn,
                    static_cast<uint32_t>(agree ? CloseKind::kAgreed : CloseKind::kRefused));
         if (agree) {
@@ -296,12 +297,13 @@ Connection *Nic::dci_attach(Remote &r)
         dci_release(lru);
         c = conn_open(r.addr, r.nic, false, ConnKind::kDci);
     }
-    c->peer_secret = r.secret;
-    c->remote = static_cast<uint32_t>(&r - remotes_.data());
+    peer_of(c).secret = r.secret;
+    DcConn *d = dc_of(c);
+    d->remote = static_cast<uint32_t>(&r - remotes_.data());
     if (++dc_serial_ == 0) {
         dc_serial_ = 1;
     }
-    c->stream = dc_serial_;
+    d->stream = dc_serial_;
     r.dci = c->id;
     count(SRCNIC_CNT_DC_STREAMS);
     return c;
@@ -310,7 +312,7 @@ Connection *Nic::dci_attach(Remote &r)
 void Nic::dci_release(Connection *c)
 {
     SRCNIC_LOG_DEBUG("DCI %u released from %s (stream %u, %u requests)", c->id,
-                     c->peer_addr.to_string().c_str(), c->stream, c->dc_taken);
+                     peer_of(c).addr.to_string().c_str(), dc_of(c)->stream, dc_of(c)->dc_taken);
     if (c->peer_conn != 0) {
         // The target may forget the stream now (unacknowledged: if lost, its closed entry
         // lingers instead).
@@ -345,7 +347,7 @@ void Nic::backlog_to(Remote &r, Connection *c)
 
 void Nic::fall_back_to_dc(Connection *c)
 {
-    auto it = remote_by_addr_.find(c->peer_addr);
+    auto it = remote_by_addr_.find(peer_of(c).addr);
     Remote *r = it != remote_by_addr_.end() ? &remotes_[it->second] : nullptr;
     if (r == nullptr || r->dc || r->conn != c->id || config_.num_dci == 0) {
         // Not one of our destinations' connections (the peer's answer to a connection it
@@ -355,7 +357,7 @@ void Nic::fall_back_to_dc(Connection *c)
     }
     count(SRCNIC_CNT_DC_FALLBACKS);
     SRCNIC_LOG_DEBUG("%s has no connection for us: connection %u moves to DC",
-                     c->peer_addr.to_string().c_str(), c->id);
+                     peer_of(c).addr.to_string().c_str(), c->id);
     // Nothing of it was executed (the peer refused every packet): its requests go again, in
     // order, ahead of anything posted later.
     while (c->act->head != nullptr) {
@@ -423,7 +425,7 @@ Connection *Nic::dct_for(const PacketHeader &h, const LinkAddr &src)
         tx_nak_unbound(src, h, NakReason::kDcBusy);
         return nullptr;
     }
-    c->stream = h.stream;
+    dc_of(c)->stream = h.stream;
     c->peer_conn = h.src_conn;
     if (resumed) {
         // It went on after its context was evicted: PSNs before rx_psn were executed (and are
@@ -451,9 +453,10 @@ bool Nic::dct_evict()
         return false;
     }
     count(SRCNIC_CNT_DC_EVICTIONS);
-    SRCNIC_LOG_DEBUG("DC target %u evicted (stream %u of %s at PSN %u)", lru->id, lru->stream,
-                     lru->peer_addr.to_string().c_str(), lru->expected_psn);
-    closed_add(ClosedKey{lru->peer_addr, lru->peer_nic, lru->stream, false},
+    const PeerNic &p = peer_of(lru);
+    SRCNIC_LOG_DEBUG("DC target %u evicted (stream %u of %s at PSN %u)", lru->id, dc_of(lru)->stream,
+                     p.addr.to_string().c_str(), lru->expected_psn);
+    closed_add(ClosedKey{p.addr, p.nic, dc_of(lru)->stream, false},
                Closed{lru->expected_psn, lru->next_psn, 0}, now);
     conn_release(lru);
     return true;
@@ -538,8 +541,8 @@ Nic::StateBytes Nic::state_bytes() const
         }
         switch (c.kind) {
         case ConnKind::kConn: b.connections += sizeof(Connection); break;
-        case ConnKind::kDci: b.dcis += sizeof(Connection); break;
-        case ConnKind::kDct: b.dc_targets += sizeof(Connection); break;
+        case ConnKind::kDci: b.dcis += sizeof(DcConn); break;
+        case ConnKind::kDct: b.dc_targets += sizeof(DcConn); break;
         }
     }
     // Active halves, held or kept, each with its reorder slots.
@@ -557,6 +560,7 @@ Nic::StateBytes Nic::state_bytes() const
     // would be a flat array of such entries).
     b.closed = closed_.size() * (sizeof(ClosedKey) + sizeof(Closed)) + refused_.bytes();
     b.remotes = remotes_.size() * sizeof(Remote);
+    b.peer_nics = (peer_nics_.size() - 1 - free_peer_nics_.size()) * sizeof(PeerNic);
     b.stats = conn_stats_.size() * sizeof(ConnStats);
     b.qps = (qps_.size() - free_qp_slots_.size()) * sizeof(QpContext);
     return b;

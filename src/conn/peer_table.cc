@@ -26,11 +26,53 @@ Connection *Nic::conn_by_id(uint32_t id)
 Connection *Nic::self_receiver(uint32_t sender)
 {
     const Connection *x = conn_by_id(sender);
-    return x != nullptr && x->mirror != 0 ? conn_by_id(x->mirror) : nullptr;
+    if (x == nullptr || !x->self) {
+        return nullptr;
+    }
+    auto it = mirror_of_.find(sender);
+    return it != mirror_of_.end() ? conn_by_id(it->second) : nullptr;
 }
 
-Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped, ConnKind kind)
+uint32_t Nic::peer_nic_ref(const LinkAddr &addr, uint64_t nic)
 {
+    const ClosedKey key{addr, nic, 0, false};
+    if (auto it = peer_nic_by_key_.find(key); it != peer_nic_by_key_.end()) {
+        ++peer_nics_[it->second].refs;
+        return it->second;
+    }
+    uint32_t index;
+    if (!free_peer_nics_.empty()) {
+        index = free_peer_nics_.back();
+        free_peer_nics_.pop_back();
+    } else {
+        index = static_cast<uint32_t>(peer_nics_.size());
+        peer_nics_.emplace_back();
+    }
+    PeerNic &p = peer_nics_[index];
+    p.addr = addr;
+    p.nic = nic;
+    p.secret = 0;
+    p.refs = 1;
+    peer_nic_by_key_.emplace(key, index);
+    return index;
+}
+
+void Nic::peer_nic_unref(uint32_t index)
+{
+    if (index == 0) {
+        return;
+    }
+    PeerNic &p = peer_nics_[index];
+    if (--p.refs == 0) {
+        peer_nic_by_key_.erase(ClosedKey{p.addr, p.nic, 0, false});
+        p = PeerNic();
+        free_peer_nics_.push_back(index);
+    }
+}
+
+Connection *Nic::conn_open(const LinkAddr &peer_addr, uint64_t peer_nic, bool mapped, ConnKind kind)
+{
+    const LinkAddr addr = peer_addr;   // (a copy: peer_addr may be the reused slot's own)
     // A connection of this NIC to itself (§5.7) is not a peer's: the budget does not count it.
     const bool self = addr == self_addr_ && peer_nic == addr_.incarnation;
     switch (kind) {
@@ -56,12 +98,14 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped,
         }
         break;
     }
-    if (free_slots_.empty()) {
-        conns_.emplace_back(new Connection());
-        free_slots_.push_back(static_cast<uint32_t>(conns_.size() - 1));
+    const bool dc = kind != ConnKind::kConn;
+    std::vector<uint32_t> &free = dc ? free_dc_slots_ : free_slots_;
+    if (free.empty()) {
+        conns_.emplace_back(dc ? new DcConn() : new Connection());
+        free.push_back(static_cast<uint32_t>(conns_.size() - 1));
     }
-    const uint32_t slot = free_slots_.back();
-    free_slots_.pop_back();
+    const uint32_t slot = free.back();
+    free.pop_back();
     Connection *c = conns_[slot].get();
     const uint16_t opens = static_cast<uint16_t>(c->opens + 1);
     const uint16_t gen = gen_for(slot, opens);
@@ -72,7 +116,19 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped,
     if (c->act != nullptr) {
         act_put(c);   // (conn_release gave it back; never reached)
     }
-    *c = Connection();
+    // The slot's last occupant names its peer until now (reject_unknown_id).
+    if (dc) {
+        PeerNic p;
+        p.addr = addr;
+        p.nic = peer_nic;
+        *dc_of(c) = DcConn();
+        dc_of(c)->peer_nic = p;
+    } else {
+        const uint32_t peer = peer_nic_ref(addr, peer_nic);
+        peer_nic_unref(c->peer);
+        *c = Connection();
+        c->peer = peer;
+    }
     c->in_active = in_active;
     c->gen = gen;
     c->opens = opens;
@@ -81,12 +137,12 @@ Connection *Nic::conn_open(const LinkAddr &addr, uint64_t peer_nic, bool mapped,
     c->id = slot | (static_cast<uint32_t>(gen) << 16);
     c->state = ConnState::kOpen;
     c->kind = kind;
-    c->peer_addr = addr;
-    c->peer_nic = peer_nic;
     // The link's datagram size for this peer (larger for a peer at our own address, which the
-    // kernel reaches over loopback), unless the configuration fixed one for all.
-    c->seg_payload = (config_.mtu != 0 ? mtu_ : std::max(mtu_, link_->path_mtu(addr))) -
-                     static_cast<uint32_t>(sizeof(PacketHeader));
+    // kernel reaches over loopback), unless the configuration fixed one for all; a UDP
+    // datagram's payload is always less than 64 KiB.
+    c->seg_payload = static_cast<uint16_t>(
+        std::min<uint32_t>(UINT16_MAX, (config_.mtu != 0 ? mtu_ : std::max(mtu_, link_->path_mtu(addr))) -
+                                           static_cast<uint32_t>(sizeof(PacketHeader))));
     c->used = now();
     if (conn_stats_.size() <= slot) {
         conn_stats_.resize(conns_.size());
@@ -123,7 +179,7 @@ void Nic::conn_fail(Connection *c, srcnic_status_t status)
     // own transports hand a peer failure to the endpoint's error handler without a warning
     // (its UCT test suite fails on one), and UCP decides what to report.
     SRCNIC_LOG_RATELIMITED(LogLevel::kInfo, "connection %u to %s failed: %s", c->id,
-                           c->peer_addr.to_string().c_str(), srcnic_status_string(status));
+                           peer_of(c).addr.to_string().c_str(), srcnic_status_string(status));
     if (ConnActive *a = c->act) {   // (an idle connection has nothing to fail)
         while (a->head != nullptr) {
             TxMsg *m = a->head;
@@ -141,12 +197,13 @@ void Nic::conn_fail(Connection *c, srcnic_status_t status)
     c->fail_status = static_cast<int16_t>(status);
     if (c->kind == ConnKind::kDci) {
         // Its target is unreachable: the Remote's later requests fail the same way.
-        remotes_[c->remote].fail_status = static_cast<int16_t>(status);
+        remotes_[dc_of(c)->remote].fail_status = static_cast<int16_t>(status);
     } else if (c->kind == ConnKind::kDct) {
         // Remembered, if there is room, so that its initiator can go on (§8.4).
         const uint64_t now = this->now();
         if (closed_room(now)) {
-            closed_add(ClosedKey{c->peer_addr, c->peer_nic, c->stream, false},
+            const PeerNic &p = peer_of(c);
+            closed_add(ClosedKey{p.addr, p.nic, dc_of(c)->stream, false},
                        Closed{c->expected_psn, c->next_psn, 0}, now);
         }
     }
@@ -173,31 +230,35 @@ void Nic::conn_release(Connection *c)
             ids.pop_back();
         }
     };
+    const PeerNic &p = peer_of(c);
     switch (c->kind) {
     case ConnKind::kConn: {
-        auto it = conn_by_addr_.find(c->peer_addr);
+        auto it = conn_by_addr_.find(p.addr);
         if (it != conn_by_addr_.end() && it->second == slot) {
             conn_by_addr_.erase(it);
         }
         --num_conns_;
-        self_conns_ -= c->peer_addr == self_addr_ && c->peer_nic == addr_.incarnation;
+        self_conns_ -= p.addr == self_addr_ && p.nic == addr_.incarnation;
+        if (c->self) {
+            mirror_of_.erase(c->id);
+        }
         break;
     }
     case ConnKind::kDci:
-        if (remotes_[c->remote].dci == c->id) {
-            remotes_[c->remote].dci = 0;
+        if (remotes_[dc_of(c)->remote].dci == c->id) {
+            remotes_[dc_of(c)->remote].dci = 0;
         }
         drop(dcis_, c->id);
         break;
     case ConnKind::kDct:
-        dct_by_stream_.erase(ClosedKey{c->peer_addr, c->peer_nic, c->stream, false});
+        dct_by_stream_.erase(ClosedKey{p.addr, p.nic, dc_of(c)->stream, false});
         drop(dcts_, c->id);
         break;
     }
     c->state = ConnState::kFree;
     // The id and the peer's identity stay until the slot is reused: a packet its peer still
     // sends to the connection is then told with RST that it is gone (reject_unknown_id).
-    free_slots_.push_back(slot);
+    (c->dc_slot ? free_dc_slots_ : free_slots_).push_back(slot);
 }
 
 std::string Nic::peers_json() const
@@ -218,8 +279,8 @@ std::string Nic::peers_json() const
                       "\"recovery\":\"%s\","
                       "\"tx_packets\":%u,\"tx_bytes\":%" PRIu64 ",\"rx_packets\":%u,"
                       "\"rx_bytes\":%" PRIu64 ",\"retransmits\":%u}",
-                      j.size() > 1 ? "," : "", c.id, to_string(c.kind), c.stream,
-                      c.peer_addr.to_string().c_str(), c.peer_nic,
+                      j.size() > 1 ? "," : "", c.id, to_string(c.kind), stream_of(&c),
+                      peer_of(&c).addr.to_string().c_str(), peer_of(&c).nic,
                       a != nullptr ? a->window : window_for(c.seg_payload), c.srtt_us, rto_of(&c),
                       a != nullptr ? a->send_psn - a->acked_psn : 0, c.quiet() ? "true" : "false",
                       a != nullptr ? "true" : "false", a != nullptr ? a->reorder_count : 0,

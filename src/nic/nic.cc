@@ -103,6 +103,7 @@ srcnic_status_t Nic::init()
 
     qps_.reserve(64);
     conns_.emplace_back(nullptr);   // slot 0 is never used: connection id 0 means "not known yet"
+    peer_nics_.emplace_back();      // nor is entry 0: a slot never opened names it
     active_.reserve(64);
 
     msgs_.resize(config_.max_inflight);
@@ -169,7 +170,7 @@ Nic::~Nic()
         std::free(q.block);
     }
     // The active halves: those connections hold, and the pool's.
-    for (const std::unique_ptr<Connection> &c : conns_) {
+    for (const ConnPtr &c : conns_) {
         if (c != nullptr) {   // (slot 0 is empty)
             delete c->act;
         }
@@ -524,7 +525,7 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
     r->secret = remote.secret;
     if (!r->dc && conn_by_id(r->conn) == nullptr) {
         if (auto it = conn_by_addr_.find(la); it != conn_by_addr_.end() &&
-                                              conns_[it->second]->peer_nic != remote.incarnation) {
+                                              peer_of(conns_[it->second].get()).nic != remote.incarnation) {
             // The address now belongs to a new incarnation: the old peer is gone.
             conn_fail(conns_[it->second].get(), SRCNIC_ERR_CONNECTION_RESET);
         }
@@ -538,7 +539,7 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
     }
     if (!r->dc) {
         // What proves our SYN packets to the peer (a connection the peer opened has none yet).
-        conn_by_id(r->conn)->peer_secret = remote.secret;
+        peer_of(conn_by_id(r->conn)).secret = remote.secret;
     }
     dest_p->peer = remote_id(*r);
     dest_p->qpn = qpn;
@@ -588,13 +589,14 @@ uint32_t Nic::full_window_for(uint32_t seg_payload) const
 
 size_t Nic::conn_state_bytes() const
 {
-    // A connection and its share of the active halves (held or pooled), averaged over the open
-    // connections, or what a first connection would take with its active half.
+    // A connection, the remote NIC it names and its share of the active halves (held or
+    // pooled), averaged over the open connections, or what a first connection would take with
+    // its active half.
     if (num_conns_ != 0) {
         const StateBytes b = state_bytes();
-        return (b.connections + b.active) / num_conns_;
+        return (b.connections + b.peer_nics + b.active) / num_conns_;
     }
-    return sizeof(Connection) + sizeof(ConnActive) +
+    return sizeof(Connection) + sizeof(PeerNic) + sizeof(ConnActive) +
            window_for(mtu_ - static_cast<uint32_t>(sizeof(PacketHeader))) * sizeof(int32_t);
 }
 

@@ -24,6 +24,7 @@
 #include <srcnic/srcnic.h>
 
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -224,11 +225,13 @@ public:
         size_t active = 0;         // active halves, held or kept in the pool: each with its
                                    // reorder slots
         size_t closed = 0;         // closed-table and refused-connection entries
-        size_t remotes = 0;        // destinations' remote NICs (the address handles)
+        size_t remotes = 0;        // destinations' remote NICs (Remote each)
+        size_t peer_nics = 0;      // the remote NICs the peer table's slots name (PeerNic
+                                   // each: the address handles)
         size_t stats = 0;          // per-connection traffic statistics (software only: a NIC
                                    // need not keep them; not in total())
         size_t qps = 0;            // QP contexts (QpContext each; not their rings)
-        size_t total() const { return connections + dcis + dc_targets + active + closed + remotes + qps; }
+        size_t total() const { return connections + dcis + dc_targets + active + closed + remotes + peer_nics + qps; }
     };
     StateBytes state_bytes() const;
     // Connections (of every kind) holding an active half now; the pool keeps up to kActiveKeep
@@ -285,6 +288,16 @@ private:
                           ConnKind kind = ConnKind::kConn);
     // The connection that receives what this NIC's own connection `sender` sends it, or nullptr.
     Connection *self_receiver(uint32_t sender);
+    // The remote NIC c names (its address, incarnation and secret).
+    PeerNic &peer_of(Connection *c) { return c->dc_slot ? dc_of(c)->peer_nic : peer_nics_[c->peer]; }
+    const PeerNic &peer_of(const Connection *c) const
+    {
+        return c->dc_slot ? dc_of(c)->peer_nic : peer_nics_[c->peer];
+    }
+    // The entry of the remote NIC (addr, nic), found or added, with one more reference; and a
+    // reference given back (an entry no slot names is freed; entry 0 is never).
+    uint32_t peer_nic_ref(const LinkAddr &addr, uint64_t nic);
+    void peer_nic_unref(uint32_t index);
     // The n-th generation of connection slot `slot`: a permutation of the 16-bit values keyed by
     // gen_key_ (four Feistel rounds of SipHash), so that consecutive generations of a slot
     // are distinct for 65536 opens and none predicts another.
@@ -529,7 +542,11 @@ private:
     Connection *named_conn(const PacketHeader &h, const LinkAddr &src)
     {
         Connection *c = conn_by_id(h.dst_conn);
-        return c != nullptr && c->peer_addr == src && c->peer_nic == h.src_nic ? c : nullptr;
+        if (c == nullptr) {
+            return nullptr;
+        }
+        const PeerNic &p = peer_of(c);
+        return p.addr == src && p.nic == h.src_nic ? c : nullptr;
     }
     // h comes from c's peer connection (an RST carries none): the id c learned, or (not
     // learned yet) any.
@@ -674,8 +691,18 @@ private:
 
     // Grows on demand; slot 0 unused (id 0 means "unknown"). Connections are allocated one by
     // one, so they never move, and a slot is found with one index.
-    std::vector<std::unique_ptr<Connection>> conns_;
+    // A slot keeps its kind of object (Connection, or DcConn for DCIs and DC targets) for good:
+    // each has its free list.
+    std::vector<ConnPtr> conns_;
     std::vector<uint32_t> free_slots_;
+    std::vector<uint32_t> free_dc_slots_;
+    // The remote NICs the slots name (PeerNic); entry 0 names none. A deque: entries never move,
+    // so a reference to one stays good while others are added.
+    std::deque<PeerNic> peer_nics_;
+    std::vector<uint32_t> free_peer_nics_;
+    std::unordered_map<ClosedKey, uint32_t, ClosedKeyHash> peer_nic_by_key_;   // (addr, nic) -> entry
+    // This NIC's connections to itself -> the connection that receives what each sends (§5.7).
+    std::unordered_map<uint32_t, uint32_t> mirror_of_;
     std::unordered_map<LinkAddr, uint32_t, LinkAddrHash> conn_by_addr_;
     unsigned num_conns_ = 0;
     unsigned self_conns_ = 0;            // of them, to this NIC itself (outside the budget)

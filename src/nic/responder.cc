@@ -263,7 +263,7 @@ bool Nic::answer_error(Connection *c, const PacketHeader &h, srcnic_status_t sta
     ++c->act->err_answers_unsent;
     msg_append(c, m);
     SRCNIC_LOG_RATELIMITED(LogLevel::kDebug, "refused %s psn %u from %s: %s",
-                           opcode_info(h.opcode).name, h.psn, c->peer_addr.to_string().c_str(),
+                           opcode_info(h.opcode).name, h.psn, peer_of(c).addr.to_string().c_str(),
                            srcnic_status_string(status));
     return true;
 }

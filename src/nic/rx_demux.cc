@@ -87,7 +87,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         // Bound to the connection it names: the id (generation included), the address and the
         // incarnation the connection was opened with (§7.2). Nothing else is looked up.
         c = named_conn(h, src);
-        if (c != nullptr && c->stream != h.stream) {
+        if (c != nullptr && stream_of(c) != h.stream) {
             c = nullptr;   // a packet of another DC stream, or a connection's naming a DC slot
             if ((h.flags & kFlagsDc) == 0) {
                 count(SRCNIC_CNT_DROP_WRONG_GEN);
@@ -138,7 +138,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
             c = self_receiver(h.src_conn);
         } else if (auto it = conn_by_addr_.find(src); it != conn_by_addr_.end()) {
             c = conns_[it->second].get();
-            if (c->peer_nic != h.src_nic) {
+            if (peer_of(c).nic != h.src_nic) {
                 // The peer restarted (§5.6): nothing of the old connection may mix with the new.
                 conn_fail(c, SRCNIC_ERR_CONNECTION_RESET);
                 c = nullptr;
@@ -190,9 +190,10 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
         }
         if (from_self) {
             if (Connection *sender = conn_by_id(h.src_conn)) {
-                sender->mirror = c->id;
+                sender->self = true;
+                mirror_of_[sender->id] = c->id;
             }
-            c->mirror = h.src_conn;
+            c->self = true;
         }
     }
     if (c->peer_conn == 0) {
@@ -369,7 +370,7 @@ void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
         return;
     }
     Connection &s = *conns_[slot];
-    const bool peer = s.peer_addr == src && s.peer_nic == h.src_nic;
+    const bool peer = peer_of(&s).addr == src && peer_of(&s).nic == h.src_nic;
     const bool released = s.state != ConnState::kOpen && s.id == h.dst_conn &&
                           s.peer_conn == h.src_conn;
     if (!peer) {
@@ -378,7 +379,7 @@ void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
     // The slot's last occupant ended without failing, and its peer did not hear so (a lost
     // answer): it is told again how it ended, as it would have been then.
     if (released && s.failed_gen != s.gen) {
-        if (s.kind == ConnKind::kDci && (h.flags & kFlagDcTarget) && s.stream == h.stream &&
+        if (s.kind == ConnKind::kDci && (h.flags & kFlagDcTarget) && dc_of(&s)->stream == h.stream &&
             h.opcode != static_cast<uint8_t>(Opcode::kNAK)) {
             // A DCI handed over: its stream is over (§8.5).
             tx_control(&s, Opcode::kDC_CLOSE, s.next_psn, 0);

@@ -66,7 +66,7 @@ SRCNIC_HOT void Nic::tx_commit(uint32_t iovcnt, Connection *c)
     if (__builtin_expect(pkt.h.dst_conn == 0, 0) && c != nullptr) {
         // A SYN packet: the proof of the peer's secret, over the header as sent (PROTOCOL.md
         // §7.1), made again on every transmission (the acknowledgement fields change).
-        pkt.h.auth = syn_proof(nic_key(c->peer_secret, c->peer_nic), pkt.h, link_->local_addr());
+        pkt.h.auth = syn_proof(nic_key(peer_of(c).secret, peer_of(c).nic), pkt.h, link_->local_addr());
     }
     size_t payload = 0;
     for (uint32_t i = 1; i <= iovcnt; ++i) {
@@ -174,10 +174,11 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
         return nullptr;   // acknowledged and completed meanwhile
     }
     struct iovec *iov;
-    PacketHeader *h = tx_slot(c->peer_addr, m->job_key, &iov);
+    const PeerNic &peer = peer_of(c);
+    PacketHeader *h = tx_slot(peer.addr, m->job_key, &iov);
     const uint32_t seg = psn - m->psn_first;
     const uint32_t offset = seg * c->seg_payload;
-    const uint32_t plen = m->length > offset ? std::min(c->seg_payload, m->length - offset) : 0;
+    const uint32_t plen = m->length > offset ? std::min<uint32_t>(c->seg_payload, m->length - offset) : 0;
     if (!retransmit && seg + 1 == m->npkts && m->short_tail(c->seg_payload)) {
         ++c->act->short_inflight;   // (apply_ack counts it out)
     }
@@ -193,8 +194,8 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     h->flags = static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (seg + 1 == m->npkts ? kFlagLast : 0) |
                                      (c->peer_conn == 0 ? kFlagSyn : 0) | (ack_req ? kFlagAckReq : 0) |
                                      dc_flag_of(c->kind));
-    h->stream = c->stream;
-    h->dst_nic = c->peer_nic;
+    h->stream = stream_of(c);
+    h->dst_nic = peer.nic;
     h->src_conn = c->id;
     h->dst_conn = c->peer_conn;
     h->psn = psn;
@@ -295,11 +296,12 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
 void Nic::tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm)
 {
     struct iovec *iov;
-    PacketHeader *h = tx_slot(c->peer_addr, several_owners_ ? c->peer_job_key : config_.job_key, &iov);
+    const PeerNic &peer = peer_of(c);
+    PacketHeader *h = tx_slot(peer.addr, several_owners_ ? c->peer_job_key : config_.job_key, &iov);
     h->opcode = static_cast<uint8_t>(op);
     h->flags = dc_flag_of(c->kind);
-    h->stream = c->stream;
-    h->dst_nic = c->peer_nic;
+    h->stream = stream_of(c);
+    h->dst_nic = peer.nic;
     h->src_conn = c->id;
     h->dst_conn = c->peer_conn;
     h->psn = psn;

@@ -15,7 +15,9 @@ namespace srcnic {
 namespace test {
 namespace {
 
-static_assert(sizeof(Connection) <= 128, "what every connection keeps: two cache lines at most");
+static_assert(sizeof(Connection) == 64, "what every connection keeps: one cache line");
+static_assert(sizeof(DcConn) <= 128, "a DC initiator or target context: two cache lines at most");
+static_assert(sizeof(PeerNic) <= 48, "a remote NIC's entry: its address, incarnation and secret");
 
 // A hub and `peers` Nics on one loopback fabric; the hub sends `rounds` numbered 8-byte
 // messages to every peer's QP, each peer checks it gets 0, 1, 2... once each.
@@ -143,10 +145,13 @@ TEST_F(ActiveHalves, idle__every_half_goes_back_and_idle_connections_cost_their_
     const Nic::StateBytes b = hub()->state_bytes();
     EXPECT_EQ(kPeers, hub()->num_connections());
     EXPECT_EQ(kPeers * sizeof(Connection), b.connections);
+    // One entry per remote NIC, whatever names it.
+    EXPECT_EQ(kPeers * sizeof(PeerNic), b.peer_nics);
     // The pool keeps a few for the next connections to get work, never one per connection.
     EXPECT_GT(b.active, 0u);
     EXPECT_LE(b.active, Nic::kActiveKeep * (sizeof(ConnActive) + 4096 * sizeof(int32_t)));
-    EXPECT_EQ(b.connections + b.dcis + b.dc_targets + b.active + b.closed + b.remotes + b.qps, b.total());
+    EXPECT_EQ(b.connections + b.dcis + b.dc_targets + b.active + b.closed + b.remotes + b.peer_nics + b.qps,
+              b.total());
     for (size_t i = 1; i <= kPeers; ++i) {
         EXPECT_EQ(1u, nics_->nic(i)->num_connections());
         EXPECT_EQ(0u, nics_->nic(i)->active_halves());

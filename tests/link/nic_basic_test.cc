@@ -432,7 +432,7 @@ TEST_F(NicBasic, state_bytes__qps_counts_live_qp_contexts)
     a->qp_destroy(q2);
     EXPECT_EQ(2 * sizeof(QpContext), a->state_bytes().qps);
     const Nic::StateBytes b = a->state_bytes();
-    EXPECT_EQ(b.connections + b.dcis + b.dc_targets + b.closed + b.remotes + b.qps, b.total());
+    EXPECT_EQ(b.connections + b.dcis + b.dc_targets + b.closed + b.remotes + b.peer_nics + b.qps, b.total());
     a->qp_destroy(q3);
 }
 

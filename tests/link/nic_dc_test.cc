@@ -208,6 +208,9 @@ void run_many_initiators(size_t n, double loss, uint64_t seed)
     EXPECT_EQ(0u, tqp->poll_cq(&extra, 1));
     EXPECT_LE(target->num_connections(), 8u);
     EXPECT_LE(target->counter(SRCNIC_CNT_DC_TARGETS_MAX), 16u);
+    // The remote NICs its table names are its connections' (a DC context holds its stream's
+    // own): however many initiators came, no more than its 8 connection slots.
+    EXPECT_LE(target->state_bytes().peer_nics, 8 * sizeof(PeerNic));
     if (n > 24) {
         EXPECT_EQ(n - 8, fallbacks);
         EXPECT_GT(target->counter(SRCNIC_CNT_DC_EVICTIONS), 0u);

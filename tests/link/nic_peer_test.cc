@@ -110,6 +110,13 @@ TEST(NicPeer, restart__new_incarnation_served_old_connection_reset)
     ASSERT_TRUE(poll_one(nics.all(), qa, &c));
     EXPECT_EQ(3u, c.wr_id);
     EXPECT_EQ(SRCNIC_OK, c.status);
+
+    // One remote NIC named: the old incarnation's entry, kept by the failed connection's slot
+    // (a late packet of the old peer is still answered), went when the new connection took
+    // the slot.
+    const Nic::StateBytes st = nics.nic(0)->state_bytes();
+    EXPECT_EQ(sizeof(Connection), st.connections);
+    EXPECT_EQ(sizeof(PeerNic), st.peer_nics);
 }
 
 TEST(NicPeer, passive_side__first_timeout_is_not_a_failure)
