@@ -191,7 +191,7 @@ struct Run {
     // Per node, mean over nodes (bytes), and the largest node's NIC state.
     double conns = 0;              // open connections per node
     double connections = 0, dcis = 0, dc_targets = 0, active = 0, closed = 0, qps = 0, remotes = 0;
-    double peer_nics = 0;          // the remote NICs the connections and DC contexts name
+    double peer_nics = 0;          // the remote NICs the connections name (PeerNic entries)
     double nic_max = 0;
     double nic_settled = 0;        // NIC state per node once every engine progressed past the
                                    // DC quiet time after the traffic (settle())
@@ -754,9 +754,9 @@ struct Column {
 };
 const Column kNicColumns[] = {
     {"connections", &Run::connections, "open connections: their contexts"},
-    {"peer_nics", &Run::peer_nics, "remote NICs the connections and DC contexts name (address, incarnation)"},
     {"dcis", &Run::dcis, "attached DC initiators: the same"},
     {"dc_targets", &Run::dc_targets, "DC target contexts: the same"},
+    {"peer_nics", &Run::peer_nics, "remote NICs the connections name, an entry each (DC contexts: their own)"},
     {"active", &Run::active, "active halves (in-flight and reorder state), held or pooled"},
     {"closed", &Run::closed, "closed-table and refused-connection entries"},
     {"qps", &Run::qps, "QP contexts (not their rings)"},
