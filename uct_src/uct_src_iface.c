@@ -63,10 +63,11 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "the agent then reads and writes without a cross-memory copy; resident only as used.",
      ucs_offsetof(uct_src_iface_config_t, agent_arena), UCS_CONFIG_TYPE_MEMUNITS},
 
-    {"SEG_SIZE", "16k",
+    {"SEG_SIZE", "32k",
      "Largest bcopy message and size of each receive buffer; an active message larger than\n"
-     "this is fragmented by UCP. The default holds an 8 KiB message with UCP's header in one\n"
-     "fragment.",
+     "this is fragmented by UCP. The default holds a 16 KiB message with UCP's header in one\n"
+     "fragment; every fragment costs a message of the engine, a datagram and a completion,\n"
+     "which large UCP streams (eager only in UCP 1.13) pay per fragment.",
      ucs_offsetof(uct_src_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"TX_QUEUE_LEN", "256",
@@ -923,7 +924,7 @@ engine_ready:
     *(uct_src_iface_t**)ucs_mpool_priv(&self->tx_mp) = self;
     /* Short, zero-copy and check sends need no bcopy buffer, only room for an am_zcopy
      * header: taking theirs from tx_mp made a job's first message fault in a chunk of 64
-     * buffers (1 MB with 16 KiB fragments) on its way out. Both pools are bounded together
+     * buffers (2 MB with 32 KiB fragments) on its way out. Both pools are bounded together
      * by tx_max (uct_src_iface_has_tx_resources). */
     status = uct_src_mpool_init(&self->tx_small_mp, sizeof(self),
                             sizeof(uct_src_send_desc_t) + SRCNIC_WQE_INLINE_MAX,
@@ -1046,8 +1047,10 @@ static uct_iface_ops_t uct_src_iface_ops = {
  * UCP copies it again into the user's buffer (rendezvous places the data straight into the
  * user's buffer), and bcopy copies it once more at the sender. Measured as MPI bandwidth on
  * loopback (perf/README.md): eager 16 KiB fragments 1.1-1.6 GB/s at 64-128 KiB, rendezvous
- * 1.7-2.8. Taken as one copy at this speed. */
-#define UCT_SRC_EAGER_COPY_BW (3000.0 * UCS_MBYTE)
+ * 1.7-2.8. Taken as one copy at this speed, which keeps the threshold below 64 KiB (about
+ * 60 KB with the default 32 KiB fragments): 64 KiB tagged messages sent eagerly ran at 0.4 of
+ * rendezvous' bandwidth (perf/results/2026-11-27-streams/NOTES.md). */
+#define UCT_SRC_EAGER_COPY_BW (2700.0 * UCS_MBYTE)
 
 /* UCP (protocols v1) models eager messages as bandwidth plus the operation's send overheads per
  * fragment (max_bcopy bytes), and puts its automatic rendezvous threshold where rendezvous,

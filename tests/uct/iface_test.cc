@@ -115,6 +115,16 @@ TEST_F(UctSrc, iface_query__default_fragment_holds_an_8k_message_and_its_header)
     EXPECT_GE(a_.attr.cap.am.max_zcopy, 8192u + 64u);
 }
 
+// Every fragment is a message of the engine, a datagram and a completion: a 1 MiB UCP stream
+// (eager only in UCP 1.13) went as 64 of them with 16 KiB fragments (stream_lat 64 KiB / 1 MiB
+// 1.14 / 1.00 of tcp's, 0.86 / 0.84 with 32 KiB; perf/results/2026-11-27-streams/NOTES.md),
+// and a 16 KiB message with UCP's header went as two.
+TEST_F(UctSrc, iface_query__default_fragment_holds_a_16k_message_and_its_header)
+{
+    EXPECT_GE(a_.attr.cap.am.max_bcopy, 16384u + 64u);
+    EXPECT_GE(a_.attr.cap.am.max_zcopy, 16384u + 64u);
+}
+
 TEST_F(UctSrc, iface_query__sizes_consistent)
 {
     const uct_iface_attr_t &attr = a_.attr;
