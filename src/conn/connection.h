@@ -181,6 +181,9 @@ struct alignas(64) ConnActive {
     uint64_t fast_rtx_ns = 0;      // last fast retransmit from the cumulative ack, to pace them
     uint32_t fast_rtx_end = 0;     // end (exclusive) of the holes fast-retransmitted so far
     uint64_t probe_deadline_ns = 0; // tail-loss probe when reached (PROTOCOL.md 5.5); 0 = none
+    bool tail_unasked = false;     // the newest packet sent for the first time is a LAZY_ACK
+                                   // request's last, which did not ask for its acknowledgement:
+                                   // the tail-loss probe waits the peer's acknowledgement delay
     uint32_t err_answers_unsent = 0; // error answers not yet transmitted (they hold acks back)
     bool has_deferred_ack = false; // an ACK arrived before the reverse packets it follows
     uint32_t deferred_pos = 0;     //   its stream position

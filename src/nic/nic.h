@@ -89,10 +89,17 @@ struct LinkAddrHash {
     size_t operator()(const LinkAddr &a) const { return a.hash(); }
 };
 
-// A pure acknowledgement waits at most this long for reverse traffic to ride on (PROTOCOL.md
-// §5.3). Senders ask for prompt acknowledgements (ACK_REQ) where they need them, so this only
-// bounds the delay inside a stream.
-constexpr uint64_t kAckDelayNs = 100 * 1000;
+// A pure acknowledgement of deliveries that did not ask for one (no ACK_REQ) waits at most this
+// long for reverse traffic to ride on (PROTOCOL.md §5.3). Senders ask where they need prompt
+// acknowledgements, so this bounds the tail of a request posted LAZY_ACK (and the delay inside a
+// stream, which acknowledges by count first). Long enough for a peer that is off its CPU for a
+// scheduler slice to send a reply that carries it: 100 µs expired so in a 4-rank all-to-all on
+// 2 CPUs, one ACK of its own per rank and iteration (perf/results/2026-11-27-lazy-ack).
+constexpr uint64_t kAckDelayNs = 400 * 1000;
+// What a tail-loss probe allows beyond two round trips when the newest packet asked for its
+// acknowledgement (ACK_REQ: the receiver sends it at its next progress call); one that did not
+// ask allows kAckDelayNs (§5.5).
+constexpr uint64_t kAskedAckSlackNs = 100 * 1000;
 // transmit() calls with nothing activated between two checks of the connections' timers (RTO,
 // delayed ack, RNR back-off): they are late by at most this many polls.
 constexpr uint32_t kTxTimerCalls = 8;

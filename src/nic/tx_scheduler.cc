@@ -191,6 +191,11 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     // asks always: its DCI is handed over only once everything on it is acknowledged.
     const bool ack_req = retransmit ||
                          (psn + 1 == c->next_psn && !(m->lazy_ack && c->kind == ConnKind::kConn));
+    if (!retransmit) {
+        // (arm_probe's allowance for its acknowledgement: a LAZY_ACK tail's waits the peer's
+        // delay; a packet inside a stream is acknowledged by count, or probed for as before.)
+        c->act->tail_unasked = !ack_req && psn + 1 == c->next_psn;
+    }
     h->flags = static_cast<uint16_t>((seg == 0 ? kFlagFirst : 0) | (seg + 1 == m->npkts ? kFlagLast : 0) |
                                      (c->peer_conn == 0 ? kFlagSyn : 0) | (ack_req ? kFlagAckReq : 0) |
                                      dc_flag_of(c->kind));
@@ -410,14 +415,16 @@ void Nic::check_timers(Connection *c, uint64_t now, bool after_rx)
 
 void Nic::arm_probe(Connection *c, uint64_t now)
 {
-    // Two round trips and the receiver's longest acknowledgement delay (§5.3) after the newest
-    // transmission or acknowledgement, once a round trip has been measured; one probe until an
-    // ack advances, none during a timeout's recovery (which probes on its own).
+    // Two round trips and the time the receiver may take to acknowledge the newest packet (§5.3:
+    // its next progress call if the packet asked, else its acknowledgement delay) after the
+    // newest transmission or acknowledgement, once a round trip has been measured; one probe
+    // until an ack advances, none during a timeout's recovery (which probes on its own).
     if (c->srtt_us == 0 || c->act->recovery != Recovery::kNone || !c->unacked()) {
         c->act->probe_deadline_ns = 0;
         return;
     }
-    c->act->probe_deadline_ns = now + 2 * static_cast<uint64_t>(c->srtt_us) * kNsPerUs + kAckDelayNs;
+    c->act->probe_deadline_ns = now + 2 * static_cast<uint64_t>(c->srtt_us) * kNsPerUs +
+                                (c->act->tail_unasked ? kAckDelayNs : kAskedAckSlackNs);
 }
 
 void Nic::send_probe(Connection *c)

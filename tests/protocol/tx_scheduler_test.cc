@@ -287,6 +287,33 @@ TEST_F(TxSchedulerSlowRto, tail_probe__lost_newest_packet_resent_before_the_time
     ack_and_complete(3, 2, 2);
 }
 
+// A LAZY_ACK request's last packet asks for no prompt acknowledgement: the peer acknowledges
+// it with its next packet back or after its acknowledgement delay (§5.3), so the probe waits
+// that delay, not only the next-progress allowance of a packet that asked (§5.5). (A lower
+// bound: the probe can only be later, never earlier, on a loaded machine.)
+TEST_F(TxSchedulerSlowRto, tail_probe__lazy_tail_waits_the_peers_ack_delay)
+{
+    exchange_one(1);
+    const uint32_t srtt = srtt_us();
+    ASSERT_GT(srtt, 0u);
+    Counters before(*nic_);
+    post_send(2, 10, 0, SRCNIC_WQE_FLAG_LAZY_ACK);
+    Packet first;
+    ASSERT_TRUE(await_psn(2, &first));
+    const uint64_t sent_ns = now_ns();
+    EXPECT_EQ(0, first.h.flags & kFlagAckReq);
+    // do not acknowledge / expect psn 2 again, with ACK_REQ, as a probe: no sooner than two
+    // round trips and the peer's acknowledgement delay after it went
+    Packet probe;
+    ASSERT_TRUE(await_op(Opcode::kSEND, &probe));
+    EXPECT_GE(now_ns() - sent_ns, 2 * static_cast<uint64_t>(srtt) * kNsPerUs + kAckDelayNs);
+    EXPECT_EQ(2u, probe.h.psn);
+    EXPECT_NE(0, probe.h.flags & kFlagAckReq);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_TAIL_PROBES));
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_TIMEOUTS));
+    ack_and_complete(3, 2, 2);
+}
+
 TEST_F(TxSchedulerSlowRto, tail_probe__newest_held_by_peer_resends_oldest_hole_answer_the_rest)
 {
     exchange_one(1);
