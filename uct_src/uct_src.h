@@ -188,6 +188,8 @@ typedef struct uct_src_iface {
     unsigned long         async_runs;    /* background ticks that ran the engine (tests) */
     ucs_time_t            tx_coalesce;   /* TX_COALESCE */
     ucs_time_t            tx_doorbell;   /* when the last doorbell's transmission ended */
+    int                   tx_last_large; /* the last send posted carried UCT_SRC_TX_LARGE bytes
+                                            or more: a small one next leaves at once */
     uct_am_callback_t     am_stub_cb;    /* UCX's handler of an AM id nobody registered (what
                                             every id holds when the iface opens) */
     unsigned long         rx_am_dropped; /* messages dropped: their AM id has no handler */

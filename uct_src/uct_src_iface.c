@@ -185,8 +185,9 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
     {"TX_COALESCE", "5us",
      "A send posted this long or longer after the previous immediate transmission leaves at\n"
      "once; one posted sooner joins the burst and leaves with it on the next progress call\n"
-     "(or the background timer), so that bursts reach the kernel together. 0 transmits\n"
-     "every send as it is posted.",
+     "(or the background timer), so that bursts reach the kernel together, unless it is\n"
+     "small and follows a large one (a fragmented message's last fragment: it leaves at once,\n"
+     "with the burst). 0 transmits every send as it is posted.",
      ucs_offsetof(uct_src_iface_config_t, tx_coalesce), UCS_CONFIG_TYPE_TIME},
 
     {"ASYNC_INTERVAL", "50ms",
@@ -786,6 +787,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
      * (modular: now - tx_doorbell is tx_coalesce at once, however little the clock has run
      * since the machine started). */
     self->tx_doorbell    = ucs_get_time() - self->tx_coalesce;
+    self->tx_last_large  = 0;
     self->tx_outstanding = 0;
     self->rx_posted      = 0;
     self->pending_ep     = NULL;

@@ -568,4 +568,31 @@ TEST_F(UctSrcQuietSenderCoalescing, am_short__burst_after_the_doorbell_waits_for
     EXPECT_TRUE(wait_for([&] { return b_.rx.size() == 2; }));
 }
 
+// A small send after a large one is not held for a burst: a message UCP cut into fragments
+// leaves whole, its last fragment too, when the application posts it and turns to something
+// else (osu_latency -c waited for its buffer validation to send a 32 KiB message's last
+// fragment).
+TEST_F(UctSrcQuietSenderCoalescing, am_bcopy__small_send_after_a_large_one_leaves_without_progress)
+{
+    UCT_SRC_SKIP_WITH_AGENT("every posted send leaves when the agent sees it: there is no burst waiting for progress");
+    // a sends 8 KiB, then 8 bytes, back to back, and never progresses / expect both at b
+    std::vector<uint8_t> large(8192, 0x5a);
+    const uint64_t payload = 0x5eed;
+    ASSERT_EQ(static_cast<ssize_t>(large.size()), am_bcopy(ep_ab_, large.data(), large.size()));
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
+    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == 2; }, 5.0))
+        << "the send after the large one waited for the sender's progress";
+    // and one after a small one is held again: it joins the burst
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 3, &payload, sizeof(payload)));
+    progress_for(0.2, &b_);
+    EXPECT_EQ(2u, b_.rx.size()) << "the send after a small one left before the sender progressed";
+    EXPECT_TRUE(wait_for([&] { return b_.rx.size() == 3; }));
+    // a large one after a large one too (a window of large messages goes out in batches)
+    ASSERT_EQ(static_cast<ssize_t>(large.size()), am_bcopy(ep_ab_, large.data(), large.size()));
+    ASSERT_EQ(static_cast<ssize_t>(large.size()), am_bcopy(ep_ab_, large.data(), large.size()));
+    progress_for(0.2, &b_);
+    EXPECT_EQ(3u, b_.rx.size()) << "a large send after a large one left before the sender progressed";
+    EXPECT_TRUE(wait_for([&] { return b_.rx.size() == 5; }));
+}
+
 }  // namespace uct_src_test
