@@ -281,8 +281,8 @@ static ucs_status_t uct_src_iface_query(uct_iface_h tl_iface, uct_iface_attr_t *
      * 1472 bytes); about 1 us of engine CPU per message (1.1 M messages/s). UCP chooses its
      * protocols and thresholds from these and from uct_src_iface_estimate_perf, which adds an
      * eager fragment's copies: the automatic rendezvous threshold is about 60 KiB on loopback
-     * and 80 KiB across an interface (tests/uct/ucp_thresholds.sh). Across a 1500-byte path a
-     * lower one trades latency for bandwidth: see README.md on UCX_RNDV_THRESH. */
+     * and 55 KiB across an interface (tests/uct/ucp_thresholds.sh; README.md on
+     * UCX_RNDV_THRESH). */
     attr->latency             = ucs_linear_func_make(iface->is_loopback ? 5.5e-6 : 7.5e-6, 0);
     attr->bandwidth.dedicated = 0;
     attr->bandwidth.shared    = (iface->is_loopback ? 5000.0 : 1500.0) * UCS_MBYTE;
@@ -1053,6 +1053,13 @@ static uct_iface_ops_t uct_src_iface_ops = {
  * 60 KB with the default 32 KiB fragments): 64 KiB tagged messages sent eagerly ran at 0.4 of
  * rendezvous' bandwidth (perf/results/2026-11-27-streams/NOTES.md). */
 #define UCT_SRC_EAGER_COPY_BW (2700.0 * UCS_MBYTE)
+/* The same across a network interface, where a fragment also crosses the path as datagrams of
+ * the interface's size (23 per 32 KiB fragment on a 1500-byte path), each received and
+ * checked on its own before the fragment is copied out; rendezvous places its data as it
+ * checks it. Across two namespace nodes (1500-byte veth) 64 KiB messages sent eagerly ran at
+ * 0.83 of UCX tcp's osu_bw, by rendezvous at 1.03 (and 0.63 of its latency, eager 0.51): this
+ * puts the threshold at about 55 KB instead of 81 (perf/results/2026-11-27-coalesce/NOTES.md). */
+#define UCT_SRC_EAGER_COPY_BW_PATH (1800.0 * UCS_MBYTE)
 
 /* UCP (protocols v1) models eager messages as bandwidth plus the operation's send overheads per
  * fragment (max_bcopy bytes), and puts its automatic rendezvous threshold where rendezvous,
@@ -1073,7 +1080,9 @@ static ucs_status_t uct_src_iface_estimate_perf(uct_iface_h tl_iface, uct_perf_a
         return status;
     }
 
-    perf_attr->send_pre_overhead += iface->seg_size / UCT_SRC_EAGER_COPY_BW;
+    perf_attr->send_pre_overhead += iface->seg_size / (iface->is_loopback ?
+                                                       UCT_SRC_EAGER_COPY_BW :
+                                                       UCT_SRC_EAGER_COPY_BW_PATH);
     return UCS_OK;
 }
 
