@@ -9,7 +9,7 @@ the bed only):
           --agent-socket is given) vs UCX tcp
   ucp     ucx_perftest UCP: tag_lat, tag_bw, ucp_am_bw, stream_bw, stream_lat
           peers: UCX_TLS=src,self vs tcp,self
-  mpi     perf/mpi_bench: lat, bw, bibw (2 ranks); msgrate, alltoall, allreduce (4 ranks);
+  mpi     perf/mpi_bench: lat, bw, bibw, overlap (2 ranks); msgrate, alltoall, allreduce (4 ranks);
           alltoall, allreduce (8 ranks)
           peers: pml ucx over src; pml ucx over UCX tcp; ob1 + tcp BTL; cm + ofi MTL over
           libfabric udp;ofi_rxd and tcp;ofi_rxm
@@ -386,7 +386,7 @@ class Driver:
     def suite_mpi(self, place):
         sizes = self.args.sizes
         t = 120 if self.quick else 300
-        for tests, nranks, expect in (("lat,bw,bibw", 2, ["lat", "bw", "bibw"]),
+        for tests, nranks, expect in (("lat,bw,bibw,overlap", 2, ["lat", "bw", "bibw", "overlap"]),
                                       ("msgrate,alltoall,allreduce", 4,
                                        ["msgrate", "alltoall", "allreduce"]),
                                       ("alltoall,allreduce", 8, ["alltoall", "allreduce"])):
@@ -396,7 +396,7 @@ class Driver:
                     for size in sizes:
                         if test == "msgrate" and size > 65536:
                             continue
-                        unit = {"lat": "us", "alltoall": "us", "allreduce": "us",
+                        unit = {"lat": "us", "overlap": "us", "alltoall": "us", "allreduce": "us",
                                 "msgrate": "msg/s"}.get(test, "MB/s")
                         name = test if test not in ("msgrate", "alltoall", "allreduce") else \
                             "%s/%dr" % (test, nranks)

@@ -3,7 +3,8 @@
  * the start-up figures (MPI_Init, first alltoall, and the per-process state after it).
  *
  * usage: mpi_bench [--tests LIST] [--sizes LIST] [--scale F] [--json] [--list-fds]
- *   LIST of tests: lat,bw,bibw,msgrate,alltoall,allreduce,init (default: all but init)
+ *   LIST of tests: lat,bw,bibw,msgrate,alltoall,allreduce,overlap,init (default: all but
+ *                  overlap and init)
  *   LIST of sizes in bytes (K and M suffixes): default 8,1K,64K,1M
  *   --scale F      multiplies every iteration count (0.25 for quick runs)
  *   --json         one JSON array on rank 0's stdout instead of the table
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #define BENCH_WINDOW    64
+#define BENCH_OVERLAP_US 200.0  /* the overlap test's computation between posting and waiting */
 #define BENCH_MAX_SIZES 16
 #define BENCH_MAX_OUT   256
 
@@ -133,6 +135,53 @@ static void bench_lat(size_t size)
     }
     MPI_Barrier(MPI_COMM_WORLD);
     free(rtt);
+    free(buf);
+}
+
+/* Spins for `us` microseconds without calling MPI: the application's computation. */
+static void compute_for(double us)
+{
+    double end = now_us() + us;
+    while (now_us() < end) {
+    }
+}
+
+static void bench_overlap(size_t size)
+{
+    int peer = (rank == 0) ? nranks / 2 : 0, i;
+    long iters = iters_for(500, size), warm = iters / 10 + 2;
+    char *buf = xmalloc(2 * size);
+    double *delay = xmalloc(sizeof(double) * (size_t)iters), t0, t1;
+    MPI_Request reqs[2];
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    if ((rank == 0) || (rank == nranks / 2)) {
+        for (i = -(int)warm; i < iters; ++i) {
+            if (rank == 0) {
+                t0 = now_us();
+                MPI_Isend(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, &reqs[0]);
+                MPI_Isend(buf + size, (int)size, MPI_BYTE, peer, 2, MPI_COMM_WORLD, &reqs[1]);
+                compute_for(BENCH_OVERLAP_US);
+                MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE);
+                MPI_Recv(&t1, 1, MPI_DOUBLE, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                if (i >= 0) {
+                    delay[i] = t1 - t0;
+                }
+            } else {
+                MPI_Recv(buf, (int)size, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Recv(buf + size, (int)size, MPI_BYTE, peer, 2, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
+                t1 = now_us();
+                MPI_Send(&t1, 1, MPI_DOUBLE, peer, 3, MPI_COMM_WORLD);
+            }
+        }
+        if (rank == 0) {
+            qsort(delay, (size_t)iters, sizeof(double), cmp_double);
+            record("overlap", size, delay[iters / 2], "us", iters);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    free(delay);
     free(buf);
 }
 
@@ -496,6 +545,9 @@ int main(int argc, char **argv)
         }
         if (has_test(tests, "allreduce")) {
             bench_coll(sizes[s], 0);
+        }
+        if (has_test(tests, "overlap")) {
+            bench_overlap(sizes[s]);
         }
     }
     print_results(json);

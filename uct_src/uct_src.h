@@ -32,6 +32,9 @@
 #define UCT_SRC_CONFIG_PREFIX   "SRC_"
 #define UCT_SRC_AM_ID_KEEPALIVE 0xffu      /* immediate of an ep_check probe: dropped on arrival */
 #define UCT_SRC_MAX_IOV         (SRCNIC_WQE_MAX_SGE - 1)   /* one gather entry holds the header */
+#define UCT_SRC_TX_HOLD_SCORE   2      /* bursts are held from this score (uct_src_iface.c) */
+#define UCT_SRC_TX_LATE_COST    8      /* ... which a late burst lowers by this much */
+#define UCT_SRC_TX_SCORE_MAX    16     /* ... and which stays within +-this */
 
 
 typedef struct uct_src_md_config {
@@ -187,9 +190,15 @@ typedef struct uct_src_iface {
     unsigned              async_seen;    /* progress_calls at the background timer's last tick */
     unsigned long         async_runs;    /* background ticks that ran the engine (tests) */
     ucs_time_t            tx_coalesce;   /* TX_COALESCE */
-    ucs_time_t            tx_doorbell;   /* when the last doorbell's transmission ended */
-    int                   tx_last_large; /* the last send posted carried UCT_SRC_TX_LARGE bytes
-                                            or more: a small one next leaves at once */
+    ucs_time_t            tx_doorbell;   /* when the last doorbell rang (its transmission began) */
+    ucs_time_t            tx_last_post;  /* when the last send's post returned */
+    int                   tx_hold;       /* sends soon after a doorbell wait for the burst:
+                                            bursts have been followed by progress promptly */
+    int                   tx_held;       /* a send posted since the last transmission waits */
+    int                   tx_burst;      /* sends posted close together since progress last
+                                            looked: the next call times the burst's end */
+    int                   tx_score;      /* bursts followed by progress promptly, less those
+                                            left waiting (uct_src_iface_tx_burst_ended) */
     uct_am_callback_t     am_stub_cb;    /* UCX's handler of an AM id nobody registered (what
                                             every id holds when the iface opens) */
     unsigned long         rx_am_dropped; /* messages dropped: their AM id has no handler */

@@ -284,32 +284,6 @@ uct_src_ep_desc_get(ucs_mpool_t *mp, uct_src_ep_t *ep, uct_completion_t *comp)
     return desc;
 }
 
-/* A small send right after a large one (this many bytes or more) is not held for a burst: it
- * is most likely the last fragment of a message UCP cut into fragments, after which the
- * application may not progress for a while: osu_latency -c, which validates buffers between
- * round trips, waited for that validation to send a 32 KiB message's last fragment (25 us one
- * way against 8 without coalescing; perf/results/2026-11-27-coalesce). Large sends after
- * large ones still coalesce (a window of 16 KiB messages: 28 % more bandwidth so). */
-#define UCT_SRC_TX_LARGE 4096
-
-/* Payload bytes a WQE sends (a READ's scatter list is not sent: its request is small). */
-static UCS_F_ALWAYS_INLINE size_t uct_src_wqe_send_bytes(const srcnic_wqe_t *wqe)
-{
-    size_t bytes = 0;
-    unsigned i;
-
-    if (wqe->opcode == SRCNIC_OP_READ) {
-        return 0;
-    }
-    if (wqe->flags & SRCNIC_WQE_FLAG_INLINE) {
-        return wqe->inline_len;
-    }
-    for (i = 0; i < wqe->num_sge; ++i) {
-        bytes += wqe->u.sge[i].length;
-    }
-    return bytes;
-}
-
 /* Posts the WQE; on success the send counts as in flight until its completion. */
 static UCS_F_ALWAYS_INLINE ucs_status_t
 uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *desc,
@@ -317,7 +291,6 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
 {
     srcnic_status_t status;
     ucs_time_t now;
-    int tail;
 
     wqe->wr_id = (uintptr_t)desc;
     wqe->dest  = ep->dest;
@@ -336,20 +309,27 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
         srcnic_qp_cancel(iface->qp, ep->dest, ep->tag); /* completes CANCELED, sends nothing */
         return UCS_OK;
     }
-    /* The doorbell: a send leaves now, unless it follows the last immediate transmission
-     * closely (a burst), in which case it leaves with the rest of the burst on the next
-     * progress call; a small one after a large one (a fragmented message's tail) leaves now
-     * with the burst. So the application that posts one message, or one message of several
-     * fragments, and turns to something else does not hold it back. (Two messages and then a
-     * computation still leave the second to the next progress call.) */
-    tail                 = iface->tx_last_large;
-    iface->tx_last_large = uct_src_wqe_send_bytes(wqe) >= UCT_SRC_TX_LARGE;
-    tail                 = tail && !iface->tx_last_large;
-    now                  = ucs_get_time();
-    if (tail || ((now - iface->tx_doorbell) >= iface->tx_coalesce)) {
+    /* The doorbell: a send leaves now, unless the iface holds bursts (the application has
+     * been progressing promptly after them, uct_src_iface_tx_burst_ended) and this one follows
+     * the last transmission closely: then it leaves with the rest of the burst on the next
+     * progress call. So a burst reaches the kernel in one call, and an application that posts
+     * and turns to something else (a computation, a buffer check) does not hold its last sends
+     * back: the iface stops holding once it has seen a burst wait. */
+    now = ucs_get_time();
+    if ((now - iface->tx_last_post) < iface->tx_coalesce) {
+        iface->tx_burst = 1;
+    }
+    if (iface->tx_hold && ((now - iface->tx_doorbell) < iface->tx_coalesce)) {
+        iface->tx_held = 1;
+    } else {
         srcnic_nic_transmit(iface->nic);
         iface->tx_doorbell = now;
+        iface->tx_held     = 0;
+        /* A burst's end is timed from the end of the system call (on loopback it delivers, for
+         * several us): what counts is how soon the application progresses after its post. */
+        now = ucs_get_time();
     }
+    iface->tx_last_post = now;
     return UCS_OK;
 }
 

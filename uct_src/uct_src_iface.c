@@ -183,11 +183,13 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      ucs_offsetof(uct_src_iface_config_t, job_key), UCS_CONFIG_TYPE_UINT},
 
     {"TX_COALESCE", "5us",
-     "A send posted this long or longer after the previous immediate transmission leaves at\n"
-     "once; one posted sooner joins the burst and leaves with it on the next progress call\n"
-     "(or the background timer), so that bursts reach the kernel together, unless it is\n"
-     "small and follows a large one (a fragmented message's last fragment: it leaves at once,\n"
-     "with the burst). 0 transmits every send as it is posted.",
+     "Sends posted within this time of each other form a burst. Once the application has\n"
+     "followed its bursts with a progress call within this time (two in a row at first), a\n"
+     "send posted this soon after the last transmission waits to leave with the rest of its\n"
+     "burst on the next progress call, so that a burst reaches the kernel together. Bursts\n"
+     "left waiting longer (the application computed before it progressed) stop that: two in\n"
+     "a row, or one soon after it started. Sends posted during progress leave before it\n"
+     "returns. 0 transmits every send as it is posted.",
      ucs_offsetof(uct_src_iface_config_t, tx_coalesce), UCS_CONFIG_TYPE_TIME},
 
     {"ASYNC_INTERVAL", "50ms",
@@ -498,16 +500,52 @@ void uct_src_iface_dispatch_pending(uct_src_iface_t *iface)
     ucs_arbiter_dispatch(&iface->arbiter, 1, uct_src_iface_pending_cb, iface);
 }
 
+/* A burst of sends (posted within TX_COALESCE of each other) has ended: the application
+ * progressed, or the background timer found sends waiting. A burst followed by progress within
+ * TX_COALESCE of its last send is prompt, one that waited longer (the application computed or
+ * checked a buffer first, or lost its CPU) is late. The iface holds bursts for one transmission
+ * while prompt ones prevail: each prompt burst adds one to a score, each late one takes
+ * UCT_SRC_TX_LATE_COST, and the iface holds while the score is UCT_SRC_TX_HOLD_SCORE or more. So
+ * it starts holding after two prompt bursts, two late ones in a row stop it however long it
+ * held, and an application that leaves its bursts to wait as a rule is not held back again;
+ * one late burst among many prompt ones (a preemption) changes nothing. */
+static void uct_src_iface_tx_burst_ended(uct_src_iface_t *iface, ucs_time_t now)
+{
+    iface->tx_burst = 0;
+    if ((now - iface->tx_last_post) < iface->tx_coalesce) {
+        iface->tx_score = ucs_min(iface->tx_score + 1, UCT_SRC_TX_SCORE_MAX);
+    } else {
+        iface->tx_score = ucs_max(iface->tx_score - UCT_SRC_TX_LATE_COST, -UCT_SRC_TX_SCORE_MAX);
+    }
+    iface->tx_hold = iface->tx_score >= UCT_SRC_TX_HOLD_SCORE;
+}
+
 static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
 {
     uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
     unsigned count;
+    ucs_time_t now;
 
     UCS_ASYNC_BLOCK(iface->super.worker->async);
     ++iface->progress_calls;
+    if (iface->tx_burst) {
+        uct_src_iface_tx_burst_ended(iface, ucs_get_time());
+    }
+    iface->tx_held = 0;   /* the engine's progress transmits what waits */
     count  = srcnic_nic_progress(iface->nic);
     count += uct_src_iface_poll(iface);
     uct_src_iface_dispatch_pending(iface);
+    /* What the callbacks and pending requests posted and held leaves before the application
+     * gets the CPU back: it may not progress again for a while. */
+    if (iface->tx_held) {
+        now = ucs_get_time();
+        srcnic_nic_transmit(iface->nic);
+        iface->tx_doorbell = now;
+        iface->tx_held     = 0;
+        if (iface->tx_burst) {
+            uct_src_iface_tx_burst_ended(iface, now);
+        }
+    }
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
 }
@@ -518,14 +556,20 @@ static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
  * is coming from here, so the doorbell sends it now.
  *
  * Only while the application does not progress: a tick that follows one of its progress calls
- * does nothing. The engine runs here under the async lock, which the application's progress
- * takes too (spinning, in UCX's thread mode); on oversubscribed cores this thread can be
- * descheduled in the middle of its system calls, and an application polling meanwhile spun on
- * the lock for as long (200 ms seen in an 8-rank MPI job on 2 cores). */
+ * only sends what a burst still holds (the application posted and then computed). The engine
+ * runs here under the async lock, which the application's progress takes too (spinning, in
+ * UCX's thread mode); on oversubscribed cores this thread can be descheduled in the middle of
+ * its system calls, and an application polling meanwhile spun on the lock for as long (200 ms seen in an 8-rank MPI job on 2 cores). */
 static void uct_src_iface_async_progress(int id, ucs_event_set_types_t events, void *arg)
 {
     uct_src_iface_t *iface = arg;
 
+    if (iface->tx_held) {
+        /* Sends the application posted and left, whether or not it progressed before */
+        srcnic_nic_transmit(iface->nic);
+        iface->tx_held = 0;
+        uct_src_iface_tx_burst_ended(iface, ucs_get_time());
+    }
     if (iface->progress_calls != iface->async_seen) {
         iface->async_seen = iface->progress_calls;
         return;
@@ -787,7 +831,11 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
      * (modular: now - tx_doorbell is tx_coalesce at once, however little the clock has run
      * since the machine started). */
     self->tx_doorbell    = ucs_get_time() - self->tx_coalesce;
-    self->tx_last_large  = 0;
+    self->tx_last_post   = self->tx_doorbell;
+    self->tx_hold        = 0;
+    self->tx_held        = 0;
+    self->tx_burst       = 0;
+    self->tx_score       = 0;
     self->tx_outstanding = 0;
     self->rx_posted      = 0;
     self->pending_ep     = NULL;

@@ -543,56 +543,138 @@ TEST_F(UctSrcQuietSender, am_short__leaves_without_the_senders_progress)
         << "the message waited for the sender's progress";
 }
 
-// A coalescing window longer than the machine has been up (11.6 days): the first send after the
-// iface opened must still ring the doorbell (it follows no earlier transmission), whatever the
-// clock read when the iface opened.
+// A coalescing window longer than the machine has been up (11.6 days): every burst the sender
+// progresses after counts as prompt, and the first send after the iface opened must still ring
+// the doorbell (it follows no earlier transmission), whatever the clock read when the iface
+// opened.
 class UctSrcQuietSenderCoalescing : public UctSrcQuietSender {
 protected:
     std::vector<ConfigKv> config_for(int side) const override
     {
         return {{"TX_COALESCE", "1000000s"}};
     }
+
+    // A burst of two, followed at once by a's progress; returns whether b got both (bounded).
+    bool prompt_burst()
+    {
+        const size_t before    = b_.rx.size();
+        const uint64_t payload = 0x5eed;
+        if ((uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)) != UCS_OK) ||
+            (uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)) != UCS_OK)) {
+            return false;
+        }
+        a_.progress();
+        return wait_for([&] { return b_.rx.size() == before + 2; });
+    }
+
+    // Prompt bursts until a holds bursts; returns whether it does (bounded).
+    bool learn_to_hold()
+    {
+        for (int i = 0; (i < 64) && !uct_src_test_tx_hold(a_.iface); ++i) {
+            if (!prompt_burst()) {
+                return false;
+            }
+        }
+        return uct_src_test_tx_hold(a_.iface) != 0;
+    }
 };
 
-TEST_F(UctSrcQuietSenderCoalescing, am_short__burst_after_the_doorbell_waits_for_progress)
+TEST_F(UctSrcQuietSenderCoalescing, am_short__two_sends_leave_without_progress_before_bursts_were_seen)
 {
-    UCT_SRC_SKIP_WITH_AGENT("every posted send leaves when the agent sees it: there is no burst waiting for progress");
-    // a sends two messages back to back; TX_COALESCE keeps the second with the burst / expect
-    // the first at b without a's progress, the second only once a progresses
+    // a sends two messages back to back and never progresses: the iface has not seen the
+    // application progress after a burst / expect both at b
     const uint64_t payload = 0x5eed;
     ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
     ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
-    ASSERT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == 1; }, 5.0));
-    progress_for(0.2, &b_);
-    EXPECT_EQ(1u, b_.rx.size()) << "the second send left before the sender progressed";
-    EXPECT_TRUE(wait_for([&] { return b_.rx.size() == 2; }));
+    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == 2; }, 5.0))
+        << "the second send waited for the sender's progress";
 }
 
-// A small send after a large one is not held for a burst: a message UCP cut into fragments
-// leaves whole, its last fragment too, when the application posts it and turns to something
-// else (osu_latency -c waited for its buffer validation to send a 32 KiB message's last
-// fragment).
-TEST_F(UctSrcQuietSenderCoalescing, am_bcopy__small_send_after_a_large_one_leaves_without_progress)
+TEST_F(UctSrcQuietSenderCoalescing, am_short__burst_waits_for_progress_once_bursts_were_prompt)
 {
     UCT_SRC_SKIP_WITH_AGENT("every posted send leaves when the agent sees it: there is no burst waiting for progress");
-    // a sends 8 KiB, then 8 bytes, back to back, and never progresses / expect both at b
-    std::vector<uint8_t> large(8192, 0x5a);
+    // a's bursts are followed by its progress at once until it holds bursts; then a sends two
+    // / expect neither at b before a progresses, both after
+    ASSERT_TRUE(learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
+    const size_t before    = b_.rx.size();
     const uint64_t payload = 0x5eed;
-    ASSERT_EQ(static_cast<ssize_t>(large.size()), am_bcopy(ep_ab_, large.data(), large.size()));
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
     ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
-    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == 2; }, 5.0))
-        << "the send after the large one waited for the sender's progress";
-    // and one after a small one is held again: it joins the burst
+    progress_for(0.2, &b_);
+    EXPECT_EQ(before, b_.rx.size()) << "the burst left before the sender progressed";
+    a_.progress();
+    EXPECT_TRUE(wait_for([&] { return b_.rx.size() == before + 2; }));
+}
+
+// What a's handler sends back for each message it gets: two messages to b.
+struct Replier {
+    uct_ep_h ep;
+    int runs = 0;
+    static ucs_status_t handler(void *arg, void *data, size_t length, unsigned flags)
+    {
+        Replier *self          = static_cast<Replier*>(arg);
+        const uint64_t payload = 0x7e;
+        ++self->runs;
+        if ((uct_ep_am_short(self->ep, kAmId, 1, &payload, sizeof(payload)) != UCS_OK) ||
+            (uct_ep_am_short(self->ep, kAmId, 2, &payload, sizeof(payload)) != UCS_OK)) {
+            self->runs = -1000;
+        }
+        return UCS_OK;
+    }
+};
+
+TEST_F(UctSrcQuietSenderCoalescing, am_short__sends_posted_in_progress_leave_before_it_returns)
+{
+    // a holds bursts; its handler answers b's message with two sends, inside a's progress; a
+    // progresses until the handler ran, and never again / expect both answers at b
+    ASSERT_TRUE(agent_mode() || learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
+    Replier replier{ep_ab_};
+    ASSERT_EQ(UCS_OK, uct_iface_set_am_handler(a_.iface, kAmId, Replier::handler, &replier, 0));
+    const size_t before    = b_.rx.size();
+    const uint64_t payload = 0x5eed;
+    ASSERT_EQ(UCS_OK, am_short(ep_ba_, 3, &payload, sizeof(payload)));
+    ASSERT_TRUE(wait_for_side(&a_, [&] { return replier.runs != 0; }));
+    ASSERT_EQ(1, replier.runs) << "the handler's sends failed";
+    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 2; }, 5.0))
+        << "sends posted in progress waited for the next progress call";
+}
+
+// A window of one second: a burst the sender leaves for longer than that has waited.
+class UctSrcQuietSenderCoalescing1s : public UctSrcQuietSenderCoalescing {
+protected:
+    std::vector<ConfigKv> config_for(int side) const override
+    {
+        return {{"TX_COALESCE", "1s"}};
+    }
+};
+
+TEST_F(UctSrcQuietSenderCoalescing1s, am_short__bursts_left_waiting_stop_the_holding)
+{
+    UCT_SRC_SKIP_WITH_AGENT("every posted send leaves when the agent sees it: there is no burst waiting for progress");
+    // a holds bursts after many prompt ones; it sends two and progresses only after 1.2 s (a
+    // computation), twice / expect the holding to survive the first such burst (a preemption
+    // among prompt bursts) and to stop at the second: two more sends then reach b without a's
+    // progress
+    ASSERT_TRUE(learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
+    for (int i = 0; i < 32; ++i) {
+        ASSERT_TRUE(prompt_burst());
+    }
+    const uint64_t payload = 0x5eed;
+    for (int late = 1; late <= 2; ++late) {
+        const size_t before = b_.rx.size();
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
+        progress_for(1.2, &b_);
+        EXPECT_LT(b_.rx.size(), before + 2) << "late burst " << late << " left before the sender progressed";
+        a_.progress();
+        EXPECT_EQ(late == 1, uct_src_test_tx_hold(a_.iface) != 0) << "after late burst " << late;
+        ASSERT_TRUE(wait_for([&] { return b_.rx.size() == before + 2; }));
+    }
+    const size_t before = b_.rx.size();
     ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 3, &payload, sizeof(payload)));
-    progress_for(0.2, &b_);
-    EXPECT_EQ(2u, b_.rx.size()) << "the send after a small one left before the sender progressed";
-    EXPECT_TRUE(wait_for([&] { return b_.rx.size() == 3; }));
-    // a large one after a large one too (a window of large messages goes out in batches)
-    ASSERT_EQ(static_cast<ssize_t>(large.size()), am_bcopy(ep_ab_, large.data(), large.size()));
-    ASSERT_EQ(static_cast<ssize_t>(large.size()), am_bcopy(ep_ab_, large.data(), large.size()));
-    progress_for(0.2, &b_);
-    EXPECT_EQ(3u, b_.rx.size()) << "a large send after a large one left before the sender progressed";
-    EXPECT_TRUE(wait_for([&] { return b_.rx.size() == 5; }));
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 4, &payload, sizeof(payload)));
+    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 2; }, 5.0))
+        << "the burst after two left waiting waited for the sender's progress";
 }
 
 }  // namespace uct_src_test

@@ -53,6 +53,17 @@ unsigned long uct_src_test_async_runs(uct_iface_h tl_iface)
     return num;
 }
 
+int uct_src_test_tx_hold(uct_iface_h tl_iface)
+{
+    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
+    int hold;
+
+    UCS_ASYNC_BLOCK(iface->super.worker->async);
+    hold = iface->tx_hold;
+    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
+    return hold;
+}
+
 unsigned uct_src_test_rx_posted(uct_iface_h tl_iface)
 {
     uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);

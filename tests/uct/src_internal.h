@@ -35,6 +35,10 @@ void uct_src_test_stop_async_progress(uct_iface_h iface);
  * progress call of the application leave it alone). */
 unsigned long uct_src_test_async_runs(uct_iface_h iface);
 
+/* Whether the iface now holds a send posted right after a transmission for the next one (it
+ * has seen bursts followed by progress promptly). */
+int uct_src_test_tx_hold(uct_iface_h iface);
+
 /* Receive buffers the iface has posted to its engine now. */
 unsigned uct_src_test_rx_posted(uct_iface_h iface);
 

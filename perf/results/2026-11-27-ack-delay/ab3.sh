@@ -1,8 +1,8 @@
 #!/bin/bash
-# usage: ab3.sh PROG SIZE NP ROUNDS label=builddir[:ENV=VAL] ...
+# usage: ab3.sh PROG SIZE NP ROUNDS label=builddir[:ENV=VAL] ...   (env: SUB=pt2pt|collective, ITERS, WARM, BIND=none|core)
 PROG=$1; SIZE=$2; NP=$3; ROUNDS=$4; shift 4
 OSU=/root/.cache/osu-7.4/libexec/osu-micro-benchmarks/mpi/${SUB:-collective}
-OPTS="--oversubscribe --bind-to none"
+OPTS="--oversubscribe --bind-to ${BIND:-none}"
 ARGS="-m $SIZE:$SIZE -i ${ITERS:-2000} -x ${WARM:-200}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run() {
