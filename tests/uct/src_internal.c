@@ -10,6 +10,19 @@
 #include <string.h>
 
 
+/* The value of an expression of the iface `_iface` (uct_src_iface_t *) read under its async
+ * lock, against the background thread. */
+#define UCT_SRC_TEST_READ_LOCKED(_tl_iface, _iface, _expr) \
+    ({ \
+        uct_src_iface_t *_iface = ucs_derived_of(_tl_iface, uct_src_iface_t); \
+        __typeof__(_expr) _value; \
+        UCS_ASYNC_BLOCK(_iface->super.worker->async); \
+        _value = (_expr); \
+        UCS_ASYNC_UNBLOCK(_iface->super.worker->async); \
+        _value; \
+    })
+
+
 size_t uct_src_test_ep_size(void)
 {
     return sizeof(uct_src_ep_t);
@@ -44,46 +57,22 @@ void uct_src_test_stop_async_progress(uct_iface_h tl_iface)
 
 unsigned long uct_src_test_async_runs(uct_iface_h tl_iface)
 {
-    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
-    unsigned long num;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    num = iface->async_runs;
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return num;
+    return UCT_SRC_TEST_READ_LOCKED(tl_iface, iface, iface->async_runs);
 }
 
 int uct_src_test_tx_hold(uct_iface_h tl_iface)
 {
-    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
-    int hold;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    hold = iface->tx_hold;
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return hold;
+    return UCT_SRC_TEST_READ_LOCKED(tl_iface, iface, iface->tx_hold);
 }
 
 unsigned uct_src_test_rx_posted(uct_iface_h tl_iface)
 {
-    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
-    unsigned num;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    num = iface->rx_posted;
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return num;
+    return UCT_SRC_TEST_READ_LOCKED(tl_iface, iface, iface->rx_posted);
 }
 
 int uct_src_test_bcopy_pool_grown(uct_iface_h tl_iface)
 {
-    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
-    int grown;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    grown = iface->tx_mp.data->chunks != NULL;
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return grown;
+    return UCT_SRC_TEST_READ_LOCKED(tl_iface, iface, iface->tx_mp.data->chunks != NULL);
 }
 
 int uct_src_test_attached(uct_iface_h tl_iface)
@@ -93,13 +82,7 @@ int uct_src_test_attached(uct_iface_h tl_iface)
 
 unsigned long uct_src_test_am_dropped(uct_iface_h tl_iface)
 {
-    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
-    unsigned long num;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    num = iface->rx_am_dropped;
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return num;
+    return UCT_SRC_TEST_READ_LOCKED(tl_iface, iface, iface->rx_am_dropped);
 }
 
 uint32_t uct_src_test_ep_posted(uct_ep_h tl_ep)
@@ -116,13 +99,7 @@ uint32_t uct_src_test_ep_posted(uct_ep_h tl_ep)
 
 unsigned uct_src_test_num_connections(uct_iface_h tl_iface)
 {
-    uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
-    unsigned num;
-
-    UCS_ASYNC_BLOCK(iface->super.worker->async);
-    num = srcnic_nic_num_connections(iface->nic);
-    UCS_ASYNC_UNBLOCK(iface->super.worker->async);
-    return num;
+    return UCT_SRC_TEST_READ_LOCKED(tl_iface, iface, srcnic_nic_num_connections(iface->nic));
 }
 
 int uct_src_test_md_invalidates_rma(uct_md_h md)
