@@ -206,6 +206,15 @@ typedef struct uct_src_iface {
 } uct_src_iface_t;
 
 
+/* The doorbell: what the QP holds goes to the engine's transmission now. */
+static UCS_F_ALWAYS_INLINE void uct_src_iface_ring_doorbell(uct_src_iface_t *iface, ucs_time_t now)
+{
+    srcnic_nic_transmit(iface->nic);
+    iface->tx_doorbell = now;
+    iface->tx_held     = 0;
+}
+
+
 enum {
     UCT_SRC_EP_FLAG_FAILED       = UCS_BIT(0),  /* the peer is gone: ops return fail_status */
     UCT_SRC_EP_FLAG_ERR_REPORTED = UCS_BIT(1),  /* uct_iface_handle_ep_err scheduled or done */

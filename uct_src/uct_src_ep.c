@@ -322,9 +322,7 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
     if (iface->tx_hold && ((now - iface->tx_doorbell) < iface->tx_coalesce)) {
         iface->tx_held = 1;
     } else {
-        srcnic_nic_transmit(iface->nic);
-        iface->tx_doorbell = now;
-        iface->tx_held     = 0;
+        uct_src_iface_ring_doorbell(iface, now);
         /* A burst's end is timed from the end of the system call (on loopback it delivers, for
          * several us): what counts is how soon the application progresses after its post. */
         now = ucs_get_time();

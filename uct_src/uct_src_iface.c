@@ -539,9 +539,7 @@ static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
      * gets the CPU back: it may not progress again for a while. */
     if (iface->tx_held) {
         now = ucs_get_time();
-        srcnic_nic_transmit(iface->nic);
-        iface->tx_doorbell = now;
-        iface->tx_held     = 0;
+        uct_src_iface_ring_doorbell(iface, now);
         if (iface->tx_burst) {
             uct_src_iface_tx_burst_ended(iface, now);
         }
@@ -559,16 +557,18 @@ static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
  * only sends what a burst still holds (the application posted and then computed). The engine
  * runs here under the async lock, which the application's progress takes too (spinning, in
  * UCX's thread mode); on oversubscribed cores this thread can be descheduled in the middle of
- * its system calls, and an application polling meanwhile spun on the lock for as long (200 ms seen in an 8-rank MPI job on 2 cores). */
+ * its system calls, and an application polling meanwhile spun on the lock for as long (200 ms
+ * seen in an 8-rank MPI job on 2 cores). */
 static void uct_src_iface_async_progress(int id, ucs_event_set_types_t events, void *arg)
 {
     uct_src_iface_t *iface = arg;
+    ucs_time_t now;
 
     if (iface->tx_held) {
         /* Sends the application posted and left, whether or not it progressed before */
-        srcnic_nic_transmit(iface->nic);
-        iface->tx_held = 0;
-        uct_src_iface_tx_burst_ended(iface, ucs_get_time());
+        now = ucs_get_time();
+        uct_src_iface_ring_doorbell(iface, now);
+        uct_src_iface_tx_burst_ended(iface, now);
     }
     if (iface->progress_calls != iface->async_seen) {
         iface->async_seen = iface->progress_calls;
