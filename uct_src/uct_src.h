@@ -19,6 +19,8 @@
 #include <srcnic/srcnic.h>
 
 #include <uct/base/uct_iface.h>
+#include <ucs/sys/math.h>
+#include <ucs/time/time.h>
 #include <uct/base/uct_md.h>
 #include <ucs/datastruct/arbiter.h>
 #include <ucs/datastruct/khash.h>
@@ -190,7 +192,7 @@ typedef struct uct_src_iface {
     unsigned              async_seen;    /* progress_calls at the background timer's last tick */
     unsigned long         async_runs;    /* background ticks that ran the engine (tests) */
     ucs_time_t            tx_coalesce;   /* TX_COALESCE */
-    ucs_time_t            tx_doorbell;   /* when the last doorbell rang (its transmission began) */
+    ucs_time_t            tx_doorbell;   /* when the last doorbell's transmission ended */
     ucs_time_t            tx_last_post;  /* when the last send's post returned */
     int                   tx_hold;       /* sends soon after a doorbell wait for the burst:
                                             bursts have been followed by progress promptly */
@@ -206,12 +208,38 @@ typedef struct uct_src_iface {
 } uct_src_iface_t;
 
 
-/* The doorbell: what the QP holds goes to the engine's transmission now. */
-static UCS_F_ALWAYS_INLINE void uct_src_iface_ring_doorbell(uct_src_iface_t *iface, ucs_time_t now)
+/* A burst of sends (posted within TX_COALESCE of each other) has ended: the application
+ * progressed, posted again after a gap, or the background timer found sends waiting. A burst followed by progress within
+ * TX_COALESCE of its last send is prompt, one that waited longer (the application computed or
+ * checked a buffer first, or lost its CPU; or posted its next send before any progress) is
+ * late. The iface holds bursts for one transmission
+ * while prompt ones prevail: each prompt burst adds one to a score, each late one takes
+ * UCT_SRC_TX_LATE_COST, and the iface holds while the score is UCT_SRC_TX_HOLD_SCORE or more. So
+ * it starts holding after two prompt bursts, two late ones in a row stop it however long it
+ * held, and an application that leaves its bursts to wait as a rule is not held back again;
+ * one late burst among many prompt ones (a preemption) changes nothing. */
+static UCS_F_ALWAYS_INLINE void
+uct_src_iface_tx_burst_ended(uct_src_iface_t *iface, ucs_time_t now)
+{
+    iface->tx_burst = 0;
+    if ((now - iface->tx_last_post) < iface->tx_coalesce) {
+        iface->tx_score = ucs_min(iface->tx_score + 1, UCT_SRC_TX_SCORE_MAX);
+    } else {
+        iface->tx_score = ucs_max(iface->tx_score - UCT_SRC_TX_LATE_COST, -UCT_SRC_TX_SCORE_MAX);
+    }
+    iface->tx_hold = iface->tx_score >= UCT_SRC_TX_HOLD_SCORE;
+}
+
+/* The doorbell: what the QP holds goes to the engine's transmission now. Returns the time
+ * the transmission ended, from which the coalescing window runs: on loopback the system call
+ * delivers, for several us (a 16 KiB datagram of data not in cache), and a window timed from
+ * its start let the next fragment of a message escape it. */
+static UCS_F_ALWAYS_INLINE ucs_time_t uct_src_iface_ring_doorbell(uct_src_iface_t *iface)
 {
     srcnic_nic_transmit(iface->nic);
-    iface->tx_doorbell = now;
+    iface->tx_doorbell = ucs_get_time();
     iface->tx_held     = 0;
+    return iface->tx_doorbell;
 }
 
 

@@ -318,14 +318,18 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
     now = ucs_get_time();
     if ((now - iface->tx_last_post) < iface->tx_coalesce) {
         iface->tx_burst = 1;
+    } else if (iface->tx_burst) {
+        /* The last burst ends in this post, not in progress: the application did something
+         * else after it (osu_latency -c checks the buffer before its next send), and what the
+         * burst held waited for that. Late: it counts against holding. */
+        uct_src_iface_tx_burst_ended(iface, now);
     }
     if (iface->tx_hold && ((now - iface->tx_doorbell) < iface->tx_coalesce)) {
         iface->tx_held = 1;
     } else {
-        uct_src_iface_ring_doorbell(iface, now);
-        /* A burst's end is timed from the end of the system call (on loopback it delivers, for
-         * several us): what counts is how soon the application progresses after its post. */
-        now = ucs_get_time();
+        /* A burst's end is timed from the end of the system call too: what counts is how
+         * soon the application progresses after its post. */
+        now = uct_src_iface_ring_doorbell(iface);
     }
     iface->tx_last_post = now;
     return UCS_OK;

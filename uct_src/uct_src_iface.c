@@ -185,11 +185,11 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
     {"TX_COALESCE", "5us",
      "Sends posted within this time of each other form a burst. Once the application has\n"
      "followed its bursts with a progress call within this time (two in a row at first), a\n"
-     "send posted this soon after the last transmission waits to leave with the rest of its\n"
-     "burst on the next progress call, so that a burst reaches the kernel together. Bursts\n"
-     "left waiting longer (the application computed before it progressed) stop that: two in\n"
-     "a row, or one soon after it started. Sends posted during progress leave before it\n"
-     "returns. 0 transmits every send as it is posted.",
+     "send posted this soon after the last transmission ended waits to leave with the rest\n"
+     "of its burst on the next progress call, so that a burst reaches the kernel together.\n"
+     "Bursts left waiting longer (the application computed before it progressed or posted\n"
+     "again) stop that: two in a row, or one soon after it started. Sends posted during\n"
+     "progress leave before it returns. 0 transmits every send as it is posted.",
      ucs_offsetof(uct_src_iface_config_t, tx_coalesce), UCS_CONFIG_TYPE_TIME},
 
     {"ASYNC_INTERVAL", "50ms",
@@ -500,26 +500,6 @@ void uct_src_iface_dispatch_pending(uct_src_iface_t *iface)
     ucs_arbiter_dispatch(&iface->arbiter, 1, uct_src_iface_pending_cb, iface);
 }
 
-/* A burst of sends (posted within TX_COALESCE of each other) has ended: the application
- * progressed, or the background timer found sends waiting. A burst followed by progress within
- * TX_COALESCE of its last send is prompt, one that waited longer (the application computed or
- * checked a buffer first, or lost its CPU) is late. The iface holds bursts for one transmission
- * while prompt ones prevail: each prompt burst adds one to a score, each late one takes
- * UCT_SRC_TX_LATE_COST, and the iface holds while the score is UCT_SRC_TX_HOLD_SCORE or more. So
- * it starts holding after two prompt bursts, two late ones in a row stop it however long it
- * held, and an application that leaves its bursts to wait as a rule is not held back again;
- * one late burst among many prompt ones (a preemption) changes nothing. */
-static void uct_src_iface_tx_burst_ended(uct_src_iface_t *iface, ucs_time_t now)
-{
-    iface->tx_burst = 0;
-    if ((now - iface->tx_last_post) < iface->tx_coalesce) {
-        iface->tx_score = ucs_min(iface->tx_score + 1, UCT_SRC_TX_SCORE_MAX);
-    } else {
-        iface->tx_score = ucs_max(iface->tx_score - UCT_SRC_TX_LATE_COST, -UCT_SRC_TX_SCORE_MAX);
-    }
-    iface->tx_hold = iface->tx_score >= UCT_SRC_TX_HOLD_SCORE;
-}
-
 static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
 {
     uct_src_iface_t *iface = ucs_derived_of(tl_iface, uct_src_iface_t);
@@ -539,7 +519,7 @@ static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
      * gets the CPU back: it may not progress again for a while. */
     if (iface->tx_held) {
         now = ucs_get_time();
-        uct_src_iface_ring_doorbell(iface, now);
+        uct_src_iface_ring_doorbell(iface);
         if (iface->tx_burst) {
             uct_src_iface_tx_burst_ended(iface, now);
         }
@@ -567,7 +547,7 @@ static void uct_src_iface_async_progress(int id, ucs_event_set_types_t events, v
     if (iface->tx_held) {
         /* Sends the application posted and left, whether or not it progressed before */
         now = ucs_get_time();
-        uct_src_iface_ring_doorbell(iface, now);
+        uct_src_iface_ring_doorbell(iface);
         uct_src_iface_tx_burst_ended(iface, now);
     }
     if (iface->progress_calls != iface->async_seen) {
