@@ -170,8 +170,10 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
 
     {"PEER_SOCKETS", "4",
      "Connected UDP sockets for the busiest peers (0..64): a peer that has been sent 64\n"
-     "datagrams gets a socket of its own, which saves the kernel a route lookup per datagram\n"
-     "and lowers latency; 0 sends and receives everything on the one bound socket.",
+     "datagrams in a row gets a socket of its own, which saves the kernel a route lookup per\n"
+     "datagram and lowers latency; peers sent to in turn (collectives) keep the one socket,\n"
+     "which receives from all of them in one call. 0 sends and receives everything on the one\n"
+     "bound socket.",
      ucs_offsetof(uct_src_iface_config_t, peer_sockets), UCS_CONFIG_TYPE_UINT},
 
     {"JOB_KEY", "0",

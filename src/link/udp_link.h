@@ -84,8 +84,13 @@
 // Peer sockets. A datagram to an unconnected UDP socket costs the kernel a route lookup per
 // send, and the receiver needs the sender's address from every receive call; a connected socket
 // caches the route and is told the address once. So a destination that has been sent
-// kUdpPeerSocketAfter datagrams gets a socket of its own (up to UdpLinkConfig::peer_sockets of
-// them): bound to the link's address and port with SO_REUSEPORT and connected to the peer. The
+// kUdpPeerSocketAfter datagrams in a row gets a socket of its own (up to
+// UdpLinkConfig::peer_sockets of them): a busy peer that has the link to itself (a ping-pong, a
+// stream). Destinations sent to in turn (collectives: an alltoall's burst goes to every peer)
+// get none: each peer socket is a further receive call for every receiving pass, where the bound
+// socket alone takes every peer's datagrams in one recvmmsg, and with ranks sharing CPUs that
+// cost more than the route lookups saved (perf/results/2026-11-28-peer-runs). A socket is
+// bound to the link's address and port with SO_REUSEPORT and connected to the peer. The
 // peer still sees the same source address and port, and the kernel delivers that peer's
 // datagrams to the connected socket (it prefers a connected socket to the bound one), so the link
 // receives from all its sockets. A burst to several destinations still leaves in one sendmmsg,
@@ -372,7 +377,7 @@ private:
     };
     // What the link knows of a destination it sends to.
     struct Dest {
-        uint32_t sent = 0;          // datagrams sent while it had no peer socket
+        uint32_t sent = 0;          // datagrams sent to it in a row, while it had no peer socket
         uint32_t sock = 0;          // index into socks_ (0: the bound socket)
     };
     struct LinkAddrHash {

@@ -68,6 +68,9 @@ uint32_t UdpLink::sock_for(const LinkAddr &dst)
         return 0;
     }
     if (tx_last_ == nullptr || dst != tx_last_dst_) {
+        if (tx_last_ != nullptr && tx_last_->sock == 0) {
+            tx_last_->sent = 0;   // its run ended: the link talks to several peers
+        }
         tx_last_ = &dests_[dst];
         tx_last_dst_ = dst;
     }

@@ -1478,6 +1478,29 @@ TEST(UdpLink, peer_sockets__other_peers_still_reach_the_bound_socket)
     }
 }
 
+TEST(UdpLink, peer_sockets__destinations_sent_to_in_turn_get_none)
+{
+    // a sends to b and c in turn (an alltoall's pattern), many times the threshold each / expect
+    // no peer socket (its receives stay one call on the bound socket); then a run of the
+    // threshold to b / expect b's socket
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b && c);
+    const auto one = make_payloads(std::vector<uint32_t>(1, 64), 29);
+    for (uint32_t i = 0; i < 2 * kUdpPeerSocketAfter; ++i) {
+        ASSERT_EQ(1u, send_all(*a, one, b->local_addr()));
+        ASSERT_EQ(1u, send_all(*a, one, c->local_addr()));
+        ASSERT_EQ(1u, expect_from(*b, one, a->local_addr()));
+        ASSERT_EQ(1u, expect_from(*c, one, a->local_addr()));
+    }
+    EXPECT_EQ(0u, as_udp(*a).peer_sockets());
+    const auto run = make_payloads(std::vector<uint32_t>(kUdpPeerSocketAfter, 64), 30);
+    ASSERT_EQ(run.size(), send_all(*a, run, b->local_addr()));
+    EXPECT_EQ(1u, as_udp(*a).peer_sockets());
+    expect_from(*b, run, a->local_addr());
+}
+
 TEST(UdpLink, peer_sockets__limited_by_the_config_and_off_at_zero)
 {
     UdpLinkConfig one = config_for("127.0.0.1");
