@@ -646,65 +646,55 @@ protected:
     {
         return {{"TX_COALESCE", "1s"}};
     }
+
+    // a holds bursts after many prompt ones; it sends two and leaves them 1.2 s (a
+    // computation, a buffer check), then ends the burst with its progress or, ended_by_send,
+    // with a third send and no progress; twice / expect the burst held until it ends and sent
+    // then, the holding to survive the first such burst (a preemption among prompt bursts)
+    // and to stop at the second: two more sends then reach b without a's progress
+    void late_bursts_stop_the_holding(bool ended_by_send)
+    {
+        ASSERT_TRUE(learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
+        for (int i = 0; i < 32; ++i) {
+            ASSERT_TRUE(prompt_burst());
+        }
+        const uint64_t payload = 0x5eed;
+        for (int late = 1; late <= 2; ++late) {
+            const size_t before = b_.rx.size();
+            ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
+            ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
+            progress_for(1.2, &b_);
+            EXPECT_LT(b_.rx.size(), before + 2) << "late burst " << late << " left before it ended";
+            if (ended_by_send) {
+                ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 3, &payload, sizeof(payload)));
+            } else {
+                a_.progress();
+            }
+            EXPECT_EQ(late == 1, uct_src_test_tx_hold(a_.iface) != 0) << "after late burst " << late;
+            const size_t expected = before + (ended_by_send ? 3 : 2);
+            ASSERT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == expected; }, 5.0))
+                << "late burst " << late << " waited after it ended";
+        }
+        const size_t before = b_.rx.size();
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 4, &payload, sizeof(payload)));
+        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 5, &payload, sizeof(payload)));
+        EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 2; }, 5.0))
+            << "the burst after two left waiting waited for the sender's progress";
+    }
 };
 
 TEST_F(UctSrcQuietSenderCoalescing1s, am_short__bursts_left_waiting_stop_the_holding)
 {
     UCT_SRC_SKIP_WITH_AGENT("every posted send leaves when the agent sees it: there is no burst waiting for progress");
-    // a holds bursts after many prompt ones; it sends two and progresses only after 1.2 s (a
-    // computation), twice / expect the holding to survive the first such burst (a preemption
-    // among prompt bursts) and to stop at the second: two more sends then reach b without a's
-    // progress
-    ASSERT_TRUE(learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
-    for (int i = 0; i < 32; ++i) {
-        ASSERT_TRUE(prompt_burst());
-    }
-    const uint64_t payload = 0x5eed;
-    for (int late = 1; late <= 2; ++late) {
-        const size_t before = b_.rx.size();
-        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
-        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
-        progress_for(1.2, &b_);
-        EXPECT_LT(b_.rx.size(), before + 2) << "late burst " << late << " left before the sender progressed";
-        a_.progress();
-        EXPECT_EQ(late == 1, uct_src_test_tx_hold(a_.iface) != 0) << "after late burst " << late;
-        ASSERT_TRUE(wait_for([&] { return b_.rx.size() == before + 2; }));
-    }
-    const size_t before = b_.rx.size();
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 3, &payload, sizeof(payload)));
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 4, &payload, sizeof(payload)));
-    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 2; }, 5.0))
-        << "the burst after two left waiting waited for the sender's progress";
+    ASSERT_NO_FATAL_FAILURE(late_bursts_stop_the_holding(false));
 }
 
+// osu_latency -c: a reply's tail held while the application checks the buffer, the burst ended
+// by its next send rather than by progress.
 TEST_F(UctSrcQuietSenderCoalescing1s, am_short__bursts_ended_by_a_later_send_count_as_left_waiting)
 {
     UCT_SRC_SKIP_WITH_AGENT("every posted send leaves when the agent sees it: there is no burst waiting for progress");
-    // a holds bursts after many prompt ones; it sends two, and after 1.2 s without progress (a
-    // buffer check, as osu_latency -c makes) sends a third, twice / expect the third to take
-    // the held one along without a's progress, the holding to survive the first such burst
-    // and to stop at the second
-    ASSERT_TRUE(learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
-    for (int i = 0; i < 32; ++i) {
-        ASSERT_TRUE(prompt_burst());
-    }
-    const uint64_t payload = 0x5eed;
-    for (int late = 1; late <= 2; ++late) {
-        const size_t before = b_.rx.size();
-        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
-        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
-        progress_for(1.2, &b_);
-        EXPECT_LT(b_.rx.size(), before + 2) << "late burst " << late << " left before the sender's next send";
-        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 3, &payload, sizeof(payload)));
-        EXPECT_EQ(late == 1, uct_src_test_tx_hold(a_.iface) != 0) << "after late burst " << late;
-        ASSERT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 3; }, 5.0))
-            << "the held send waited after the sender's next send";
-    }
-    const size_t before = b_.rx.size();
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 4, &payload, sizeof(payload)));
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 5, &payload, sizeof(payload)));
-    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 2; }, 5.0))
-        << "the burst after two left waiting waited for the sender's progress";
+    ASSERT_NO_FATAL_FAILURE(late_bursts_stop_the_holding(true));
 }
 
 }  // namespace uct_src_test
