@@ -209,11 +209,11 @@ typedef struct uct_src_iface {
 
 
 /* A burst of sends (posted within TX_COALESCE of each other) has ended: the application
- * progressed, posted again after a gap, or the background timer found sends waiting. A burst followed by progress within
- * TX_COALESCE of its last send is prompt, one that waited longer (the application computed or
- * checked a buffer first, or lost its CPU; or posted its next send before any progress) is
- * late. The iface holds bursts for one transmission
- * while prompt ones prevail: each prompt burst adds one to a score, each late one takes
+ * progressed, posted again after a gap, or the background timer found sends waiting. A burst
+ * followed by progress within TX_COALESCE of its last send is prompt; one that waited longer
+ * (the application computed or checked a buffer first, or lost its CPU, or posted its next
+ * send before any progress) is late. The iface holds bursts for one transmission while prompt
+ * ones prevail: each prompt burst adds one to a score, each late one takes
  * UCT_SRC_TX_LATE_COST, and the iface holds while the score is UCT_SRC_TX_HOLD_SCORE or more. So
  * it starts holding after two prompt bursts, two late ones in a row stop it however long it
  * held, and an application that leaves its bursts to wait as a rule is not held back again;
