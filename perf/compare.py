@@ -139,7 +139,8 @@ class Driver:
             env["UCX_SRC_MODE"] = "embedded"
 
     def peers(self, peers):
-        return [p for p in peers if p != "src-agent" or self.args.agent_socket]
+        return [p for p in peers if (p != "src-agent" or self.args.agent_socket) and
+                (not self.args.peers or p in self.args.peers)]
 
     def ucx_env(self, peer, place):
         env = self.base_env()
@@ -620,6 +621,65 @@ class Driver:
             why += " after OSU's %s row" % size_label(max(table))
         return why
 
+    def osu_rows(self, name, unit, col, kind, place, peer, sizes, explicit, runs, settings,
+                 prog):
+        """Rows of one OSU program for one peer from its launches (one per round): the median
+        of the rounds at each size. A validation failure in any round voids the size (or the
+        program, when OSU stopped); a round that failed otherwise is left out, and said so."""
+        n = len(runs)
+        if kind == "init":
+            vals, whys = [], []
+            for out, rc in runs:
+                m = re.search(r"nprocs: *\d+, min: *([\d.]+) ms, max: *([\d.]+) ms, "
+                              r"avg: *([\d.]+) ms", out)
+                if rc == 0 and m:
+                    vals.append(float(m.group(3)))
+                else:
+                    whys.append(self.why(out, rc) if rc != 0 else
+                                "no 'nprocs: ...' line from osu_init")
+            v = statistics.median(vals) if vals else None
+            self.add("osu", name, sizes[0], place, peer, v, unit,
+                     self.rounds_note(vals, n, whys))
+            return
+        parsed, whys, void = [], [], None
+        for out, rc in runs:
+            table, header = self.parse_osu(out, col)
+            if rc == 0 and header:
+                settings.setdefault(prog, header)
+            if rc == 0:
+                parsed.append(table)
+                continue
+            why = self.osu_failure(out, rc, table)
+            if why.startswith("OSU validation"):
+                void = why
+            whys.append(why)
+        rows = list(sizes)
+        if not explicit:
+            rows += sorted({s for t in parsed for s in t} - set(sizes))
+        for size in rows:
+            got = [t[size] for t in parsed if size in t]
+            vals = [v for v, status in got if status != "Fail"]
+            if void or not parsed:
+                v, note = None, void or (whys[0] if whys else "no run")
+            elif any(status == "Fail" for _, status in got):
+                v, note = None, "OSU validation (-c) failed"
+            elif not vals:
+                v, note = None, "size not run by OSU (powers of two from the smallest size)"
+            else:
+                v, note = statistics.median(vals), self.rounds_note(vals, n, whys)
+            self.add("osu", name, size, place, peer, v, unit, note)
+
+    @staticmethod
+    def rounds_note(vals, n, whys):
+        """'' for a single round; else the rounds' figures, and why any round has none."""
+        if n <= 1:
+            return whys[0] if whys else ""
+        note = "median of %d: %s" % (len(vals), ", ".join("%.4g" % v for v in vals)) if vals else ""
+        if whys:
+            note += ("; " if note else "") + "%d of %d rounds without figures (%s)" % (
+                len(whys), n, whys[0])
+        return note
+
     def suite_osu(self, place):
         osu = self.args.osu_dir
         found = {}
@@ -637,45 +697,30 @@ class Driver:
                 sizes, explicit = list(self.OSU_DEFAULT_SIZES), []
             else:
                 sizes = explicit = self.args.sizes
+            runs = {}
+            for rnd in range(self.args.osu_runs):
+                # Peers in turn, the order reversed every other round, so that a slow spell of
+                # the machine does not fall on one peer's launches.
+                order = self.peers(MPI_PEERS)
+                for peer in (order if rnd % 2 == 0 else order[::-1]):
+                    if prog not in found or (kind.startswith("rma") and
+                                             peer not in SRC_PEERS + ("ucx-tcp",)):
+                        continue
+                    args = [found[prog]] + self.osu_args(kind, explicit)
+                    runs.setdefault(peer, []).append(self.mpirun(peer, place, nranks, 2, args, t))
             for peer in self.peers(MPI_PEERS):
                 if prog not in found:
                     for size in sizes:
                         self.add("osu", name, size, place, peer, None, unit,
                                  "%s not found under %s" % (prog, osu))
                     continue
-                if kind.startswith("rma") and peer not in SRC_PEERS + ("ucx-tcp",):
+                if peer not in runs:
                     for size in sizes:
                         self.add("osu", name, size, place, peer, None, unit,
                                  self.OSU_NO_RMA_OB1 if peer == "ob1-tcp" else self.OSU_NO_RMA)
                     continue
-                args = [found[prog]] + self.osu_args(kind, explicit)
-                out, rc = self.mpirun(peer, place, nranks, 2, args, t)
-                if kind == "init":
-                    m = re.search(r"nprocs: *\d+, min: *([\d.]+) ms, max: *([\d.]+) ms, "
-                                  r"avg: *([\d.]+) ms", out)
-                    v = float(m.group(3)) if rc == 0 and m else None
-                    self.add("osu", name, sizes[0], place, peer, v, unit,
-                             "" if v is not None else (self.why(out, rc) if rc != 0 else
-                                                       "no 'nprocs: ...' line from osu_init"))
-                    continue
-                table, header = self.parse_osu(out, col)
-                if rc == 0 and header:
-                    settings.setdefault(prog, header)
-                fail = None if rc == 0 else self.osu_failure(out, rc, table)
-                rows = list(sizes)
-                if not explicit:
-                    rows += sorted(s for s in table if s not in sizes)
-                for size in rows:
-                    v, status = table.get(size, (None, None))
-                    if fail:
-                        v, note = None, fail
-                    elif status == "Fail":
-                        v, note = None, "OSU validation (-c) failed"
-                    elif v is None:
-                        note = "size not run by OSU (powers of two from the smallest size)"
-                    else:
-                        note = ""
-                    self.add("osu", name, size, place, peer, v, unit, note)
+                self.osu_rows(name, unit, col, kind, place, peer, sizes, explicit, runs[peer],
+                              settings, prog)
         if settings:
             used = ["%s: %s, %s" % (p, h["Window creation"], h.get("Synchronization", "?"))
                     for p, h in settings.items() if "Window creation" in h]
@@ -898,7 +943,18 @@ def main():
     ap.add_argument("--agent-socket", default="",
                     help="the loopback node agent's socket; the bed's nodes run theirs on @srcd "
                          "(empty: no src-agent peer)")
+    ap.add_argument("--osu-runs", type=int, default=1,
+                    help="launches of each OSU program per peer, peers in turn; medians")
+    ap.add_argument("--peers", default="",
+                    help="measure only these (comma-separated, e.g. src,tcp,ucx-tcp; default all)")
     args = ap.parse_args()
+    args.peers = [p for p in args.peers.split(",") if p]
+    unknown = sorted(set(args.peers) - set(MPI_PEERS) - set(UCX_PEERS))
+    if args.peers and "src" not in args.peers:
+        ap.error("--peers: src must be one of them (every ratio is src / peer)")
+    if unknown:
+        ap.error("--peers: unknown %s (known: %s)" % (", ".join(unknown),
+                 ", ".join(sorted(set(MPI_PEERS) | set(UCX_PEERS)))))
     args.probe = os.path.join(args.bin, "libsrc_probe.so")
     args.sizes_given = bool(args.sizes)
     if args.sizes:
@@ -939,6 +995,7 @@ def main():
             "machine": versions(), "sizes": args.sizes}
     peers_of = {"uct": UCX_PEERS, "ucp": UCX_PEERS, "wireup": UCX_PEERS, "mpi": MPI_PEERS,
                 "osu": MPI_PEERS, "state": MPI_PEERS, "scale": ["src", "src-agent", "ucx-tcp"]}
+    peers_of = {k: d.peers(v) for k, v in peers_of.items()}
     m = meta["machine"]
     header = ("srcucx side-by-side comparison, %s, source %s\ncommand: %s\nmachine: %s, %s "
               "cores, %s, Linux %s, %s; UCX %s, Open MPI %s, libfabric %s; %d s\n"

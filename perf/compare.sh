@@ -5,7 +5,8 @@
 #
 # usage: perf/compare.sh [--quick] [--build DIR] [--out DIR] [--only SUITES]
 #                        [--placements loopback,2nodes] [--osu-dir DIR] [--sizes LIST]
-#                        [--scale-ranks N] [--scale-runs R]
+#                        [--scale-ranks N] [--scale-runs R] [--osu-runs R] [--peers LIST]
+#                        [--no-agent]
 #   --quick       fewer tests, sizes and ranks, shorter runs (about 3 minutes; full: about 20,
 #                 and about 25 more for the scale suite; osu adds its own, see perf/README.md)
 #   --build DIR   a configured and built srcucx tree (default: $SRC_BUILD_DIR/perf, else
@@ -20,6 +21,10 @@
 #                 (one-sided, osc/ucx) at every size OSU runs (1 B..4 MiB; only --sizes when
 #                 given), osu_bibw and osu_alltoall, osu_allreduce (4 ranks) at --sizes,
 #                 osu_init; OSU's -c validation wherever it has one
+#   --osu-runs R  launches of each OSU program per peer, peers in turn (the order reversed every
+#                 other round); the table gives medians, each round's figure in its note (default 1)
+#   --peers LIST  measure only these (e.g. src,tcp,ucx-tcp: src beside UCX tcp in every suite;
+#                 default: src, src-agent, tcp, ucx-tcp, ob1-tcp, ofi-rxd, ofi-tcp)
 #   --no-agent    leave out src-agent (every process on its node's srcd; by default measured
 #                 beside src's embedded engines: compare.sh starts an agent on loopback and
 #                 one on every node of the bed)
@@ -34,9 +39,9 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 quick=0 build="" out="" only="uct,ucp,wireup,mpi,osu,state,scale" placements="loopback,2nodes"
-scale_ranks=256 scale_runs=3
+scale_ranks=256 scale_runs=3 osu_runs=1
 agent=1
-osu=${OSU_DIR:-} sizes=""
+osu=${OSU_DIR:-} sizes="" peers=""
 command_line="perf/compare.sh $*"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -48,9 +53,11 @@ while [ $# -gt 0 ]; do
     --osu-dir) osu=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --no-agent) agent=0; shift ;;
+    --peers) peers=$2; shift 2 ;;
+    --osu-runs) osu_runs=$2; shift 2 ;;
     --scale-ranks) scale_ranks=$2; shift 2 ;;
     --scale-runs) scale_runs=$2; shift 2 ;;
-    -h|--help) sed -n '2,32s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     esac
 done
@@ -116,6 +123,7 @@ case ",$placements," in
     ;;
 esac
 
+case ",${peers:-src-agent}," in *,src-agent,*) ;; *) agent=0 ;; esac
 # The node agents of src-agent: one on loopback (a socket of this run's own), one per node.
 agent_socket=""
 if [ $agent -eq 1 ]; then
@@ -132,20 +140,21 @@ args=(--out "$out" --bin "$bin" --module "$module" --srcrun "$srcrun" --testbed 
 [ $quick -eq 1 ] && args+=(--quick)
 [ -n "$osu" ] && args+=(--osu-dir "$osu")
 [ -n "$sizes" ] && args+=(--sizes "$sizes")
+[ -n "$peers" ] && args+=(--peers "$peers")
 [ -n "$agent_socket" ] && args+=(--agent-socket "$agent_socket" --srcctl "$build/src/srcctl"
                                  --srcd "$build/src/srcd")
-args+=(--scale-ranks "$scale_ranks" --scale-runs "$scale_runs")
+args+=(--scale-ranks "$scale_ranks" --scale-runs "$scale_runs" --osu-runs "$osu_runs")
 # The whole run is bounded too: 15 min quick, 45 min full, and for the scale suite up to
 # 3 jobs of 15 min and the agents' restarts and readings (about 3 min) a round.
 limit=$([ $quick -eq 1 ] && echo 900 || echo 2700)
 case ",$only," in *,scale,*) [ $quick -eq 1 ] || limit=$((limit + scale_runs * 2900)) ;; esac
 # The osu suite (every size of osu_latency, osu_bw, osu_mbw_mr, the one-sided programs and
 # osu_init, each peer; OSU's own iteration counts in full mode): 10 more minutes a placement
-# quick, 120 full.
+# quick, 120 full, for each of --osu-runs.
 if [ -n "$osu" ]; then
     case ",$only," in
     *,osu,*) limit=$((limit + $(echo "$placements" | tr ',' '\n' | grep -c .) *
-                     $([ $quick -eq 1 ] && echo 600 || echo 7200))) ;;
+                     osu_runs * $([ $quick -eq 1 ] && echo 600 || echo 7200))) ;;
     esac
 fi
 timeout --kill-after=10 $limit "$py" "$top/perf/compare.py" "${args[@]}"
