@@ -467,7 +467,10 @@ class Driver:
                 "node_state_bytes": max(state), "node_attaches_min": min(attaches)}, None
 
     # ---------------------------------------------------------------- scale
-    SCALE_KEYS = [("init_us", "us"), ("first_alltoall_us", "us"), ("all_pairs_us", "us"),
+    SCALE_KEYS = [("init_us", "us"), ("init_after_last_start_us", "us"),
+                  ("init_launch_spread_us", "us"), ("init_own_us", "us"),
+                  ("init_own_us_max", "us"),
+                  ("first_alltoall_us", "us"), ("all_pairs_us", "us"),
                   ("job_s", "s"),
                   ("rss_kib", "KiB"), ("rss_kib_max", "KiB"), ("fds", "count"),
                   ("fds_max", "count"), ("sockets", "count"), ("sockets_max", "count"),

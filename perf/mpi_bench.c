@@ -20,7 +20,10 @@
  * Figures: lat = half the median round trip (us); bw, bibw = MB/s (10^6 bytes per second, the
  * unit of ucx_perftest and OSU) over windows of 64 messages; alltoall and allreduce = mean time
  * per call (us) on the slowest rank, size = bytes per peer (alltoall) or vector bytes
- * (allreduce). init: init_us = MPI_Init, first_alltoall_us = the first 8-byte MPI_Alltoall right
+ * (allreduce). init: init_us = MPI_Init on the slowest rank (init_own_us: mean and max over
+ * ranks), init_launch_spread_us = from the first rank entering MPI_Init to the last,
+ * init_after_last_start_us = from the last rank entering it to the last leaving it (the launch
+ * left out; ranks on one host's clock), first_alltoall_us = the first 8-byte MPI_Alltoall right
  * after it, all_pairs_us = then one message with every other rank (collectives need not connect
  * every pair), then, per process with all pairs connected and averaged (and max) over ranks:
  * resident memory, open file descriptors, sockets, and the engine's connection state where
@@ -386,6 +389,19 @@ static void bench_init(double init_start, double init_end)
 
     MPI_Reduce(&mine_init, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     record("init_us", 0, worst, "us", 1);
+    record_spread("init_own_us", mine_init, "us");
+    /* The launch apart from the transport (every rank on one host's monotonic clock, as on the
+     * namespace bed): how far apart the ranks entered MPI_Init, and how long after the last of
+     * them entered it the last one left it (the last rank's own init, then whatever the job's
+     * exchange and the transport still took). */
+    {
+        double in[2] = {init_start, init_end}, latest[2], earliest;
+
+        MPI_Reduce(in, latest, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&init_start, &earliest, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+        record("init_launch_spread_us", 0, latest[0] - earliest, "us", 1);
+        record("init_after_last_start_us", 0, latest[1] - latest[0], "us", 1);
+    }
     MPI_Reduce(&first, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     record("first_alltoall_us", 0, worst, "us", 1);
     MPI_Reduce(&second, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
