@@ -624,7 +624,7 @@ class Driver:
             why += " after OSU's %s row" % size_label(max(table))
         return why
 
-    def osu_rows(self, name, unit, col, kind, place, peer, sizes, explicit, runs, settings,
+    def osu_rows(self, name, unit, col, kind, place, peer, sizes, runs, settings,
                  prog):
         """Rows of one OSU program for one peer from its launches (one per round): the median
         of the rounds at each size. A validation failure in any round voids the size (or the
@@ -656,9 +656,9 @@ class Driver:
             if why.startswith("OSU validation"):
                 void = why
             whys.append(why)
-        rows = list(sizes)
-        if not explicit:
-            rows += sorted({s for t in parsed for s in t} - set(sizes))
+        # Every size OSU ran: with -m MIN:MAX (--sizes, and the collectives and osu_bibw) that
+        # is every power of two between them, not only the sizes asked for.
+        rows = list(sizes) + sorted({s for t in parsed for s in t} - set(sizes))
         for size in rows:
             got = [t[size] for t in parsed if size in t]
             vals = [v for v, status in got if status != "Fail"]
@@ -722,7 +722,7 @@ class Driver:
                         self.add("osu", name, size, place, peer, None, unit,
                                  self.OSU_NO_RMA_OB1 if peer == "ob1-tcp" else self.OSU_NO_RMA)
                     continue
-                self.osu_rows(name, unit, col, kind, place, peer, sizes, explicit, runs[peer],
+                self.osu_rows(name, unit, col, kind, place, peer, sizes, runs[peer],
                               settings, prog)
         if settings:
             used = ["%s: %s, %s" % (p, h["Window creation"], h.get("Synchronization", "?"))
