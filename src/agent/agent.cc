@@ -84,6 +84,7 @@ struct Agent::Engine {
     std::string address;   // as given
     LinkAddr link_addr;    // parsed, port 0 (to match attach requests)
     unsigned clients = 0;  // processes attached to it
+    uint64_t published_epoch = 0;   // nic->remote_epoch() as its processes last saw it
 };
 
 struct Agent::Client {
@@ -303,9 +304,17 @@ void Agent::crowded_changed()
 
 void Agent::begin_pass()
 {
+    bool changed = false;
+    for (auto &e : engines_) {
+        changed |= e->nic->remote_epoch() != e->published_epoch;
+        e->published_epoch = e->nic->remote_epoch();
+    }
     for (auto &c : clients_) {
         if (c && c->attached) {
             c->owner.space.begin_pass();
+            if (changed) {
+                c->hdr->remote_epoch.store(c->engine->published_epoch, std::memory_order_release);
+            }
         }
     }
 }
@@ -570,6 +579,7 @@ void Agent::handle_attach(Client *c, const AttachRequest &req, const int *fds, u
     ++attaches_;
     ++attached_;
     c->hdr->yield_when_idle.store(crowded_ ? 1 : 0, std::memory_order_relaxed);
+    c->hdr->remote_epoch.store(engine->published_epoch, std::memory_order_release);
 
     AttachReply r = {};
     r.hdr.type = static_cast<uint32_t>(MsgType::kAttachReply);
@@ -712,6 +722,7 @@ void Agent::handle_message(Client *c)
         r.hdr.type = static_cast<uint32_t>(MsgType::kDestCreateReply);
         r.hdr.length = sizeof(r);
         r.hdr.status = c->engine->nic->dest_create(req.remote, req.remote_qpn, &r.dest);
+        ++dest_requests_;
         reply(c, &r, sizeof(r));
         return;
     }
@@ -883,10 +894,11 @@ std::string Agent::status_json() const
     std::snprintf(buf, sizeof(buf),
                   "{\"agent\":{\"pid\":%d,\"uid\":%u,\"socket\":\"%s\",\"uptime_s\":%.3f,"
                   "\"clients\":%zu,\"attaches\":%" PRIu64 ",\"refusals\":%" PRIu64
-                  ",\"faults\":%" PRIu64 ",\"sleeps\":%" PRIu64 "},\"engines\":[",
+                  ",\"faults\":%" PRIu64 ",\"sleeps\":%" PRIu64 ",\"dest_requests\":%" PRIu64
+                  "},\"engines\":[",
                   static_cast<int>(getpid()), static_cast<unsigned>(geteuid()), config_.socket.c_str(),
                   static_cast<double>(now_ns() - started_ns_) / 1e9, num_clients(), attaches_,
-                  refusals_, faults_, sleeps_);
+                  refusals_, faults_, sleeps_, dest_requests_);
     j += buf;
     for (size_t i = 0; i < engines_.size(); ++i) {
         const Engine &e = *engines_[i];

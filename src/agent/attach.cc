@@ -442,9 +442,28 @@ unsigned AttachedNic::qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag)
     return reply.cancelled;
 }
 
+AttachedNic::RemoteKey AttachedNic::remote_key(const srcnic_nic_addr_t &a)
+{
+    std::array<uint8_t, 16> ip;
+    std::memcpy(ip.data(), a.ip, ip.size());
+    return RemoteKey(a.family, a.port, a.scope_id, ip, a.incarnation, a.secret);
+}
+
 srcnic_status_t AttachedNic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn,
                                          srcnic_dest_t *dest_p)
 {
+    const RemoteKey key = remote_key(remote);
+    // Read before asking: a failure the agent publishes after this makes the answer stale.
+    const uint64_t epoch = hdr_->remote_epoch.load(std::memory_order_acquire);
+    if (qpn != 0) {
+        std::lock_guard<std::mutex> guard(known_lock_);
+        const auto it = known_peers_.find(key);
+        if (it != known_peers_.end() && it->second.epoch == epoch) {
+            dest_p->peer = it->second.peer;
+            dest_p->qpn = qpn;
+            return SRCNIC_OK;
+        }
+    }
     DestCreateRequest req = {};
     req.hdr.type = static_cast<uint32_t>(MsgType::kDestCreate);
     req.hdr.length = sizeof(req);
@@ -456,6 +475,8 @@ srcnic_status_t AttachedNic::dest_create(const srcnic_nic_addr_t &remote, uint32
     }
     if (reply.hdr.status == SRCNIC_OK) {
         *dest_p = reply.dest;
+        std::lock_guard<std::mutex> guard(known_lock_);
+        known_peers_[key] = KnownPeer{reply.dest.peer, epoch};
     }
     return static_cast<srcnic_status_t>(reply.hdr.status);
 }

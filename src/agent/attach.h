@@ -12,10 +12,12 @@
 #include "agent/proto.h"
 #include "nic/nic.h"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace srcnic {
@@ -97,6 +99,19 @@ private:
     mutable std::mutex lock_;   // the control socket and the arena
     uint64_t arena_next_ = 0;   // first never-used offset
     std::multimap<size_t, uint64_t> arena_free_;   // freed blocks by size
+
+    // The peers the agent named for remote NICs (address, incarnation, secret), with the
+    // remote epoch read before asking: while the agent publishes the same epoch, a destination
+    // to another QP of that NIC is made here, without a round trip (SharedHeader::remote_epoch).
+    struct KnownPeer {
+        uint32_t peer;
+        uint64_t epoch;
+    };
+    using RemoteKey = std::tuple<uint8_t, uint16_t, uint32_t, std::array<uint8_t, 16>, uint64_t,
+                                 uint64_t>;
+    static RemoteKey remote_key(const srcnic_nic_addr_t &a);
+    std::map<RemoteKey, KnownPeer> known_peers_;
+    std::mutex known_lock_;   // known_peers_ (not lock_, which call() takes)
 };
 
 } // namespace agent

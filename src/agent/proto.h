@@ -24,7 +24,7 @@
 namespace srcnic {
 namespace agent {
 
-constexpr uint32_t kProtoVersion = 2;
+constexpr uint32_t kProtoVersion = 3;
 // The default socket: abstract (a name in the network namespace, not a file), so every node of
 // a test bed of network namespaces has its own, and permissions are the agent's credential check.
 constexpr const char *kDefaultSocket = "@srcd";
@@ -45,6 +45,12 @@ struct SharedHeader {
     // 1 while more tasks want a CPU than the node has (processes busy-poll every CPU): a
     // process whose progress finds nothing to poll then yields its CPU, which the agent may need.
     alignas(64) std::atomic<uint32_t> yield_when_idle{0};
+    // The engine's remote epoch (Nic::remote_epoch()), published by the agent between passes:
+    // while it reads what it read when a destination was created, another destination to the
+    // same remote NIC gets the same peer, which the process then makes without asking (the
+    // agent would answer the same). An MPI job's processes create one destination per process
+    // of the job, most of them to a few remote agents.
+    alignas(64) std::atomic<uint64_t> remote_epoch{0};
 };
 static_assert(sizeof(SharedHeader) <= kHeaderBytes, "the header fits its page");
 

@@ -174,6 +174,7 @@ Connection *Nic::conn_open(const LinkAddr &peer_addr, uint64_t peer_nic, bool ma
 void Nic::conn_fail(Connection *c, srcnic_status_t status)
 {
     count(SRCNIC_CNT_CONN_FAILED);
+    ++remote_epoch_;
     // Info, not a warning: the failure reaches the consumer as the status of every request on
     // the connection and from srcnic_dest_status(), as a verbs QP's error reaches its CQ. UCX's
     // own transports hand a peer failure to the endpoint's error handler without a warning

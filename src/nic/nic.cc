@@ -506,6 +506,7 @@ srcnic_status_t Nic::dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn, 
                 }
                 msg_free(m);
             }
+            ++remote_epoch_;
             Remote fresh;
             fresh.gen = static_cast<uint16_t>(r->gen + 1);
             fresh.failed_gen = r->gen;

@@ -190,6 +190,11 @@ public:
     srcnic_status_t dest_create(const srcnic_nic_addr_t &remote, uint32_t qpn,
                                 srcnic_dest_t *dest_p) final;
     srcnic_status_t dest_status(srcnic_dest_t dest) const final;
+    // Changes whenever a remote's connection or stream fails or its entry starts afresh: while
+    // it has not, dest_create() to the same remote (address, incarnation and secret) gives the
+    // same peer whatever the QP, so an attached process may reuse what it was told
+    // (agent/proto.h, SharedHeader::remote_epoch).
+    uint64_t remote_epoch() const { return remote_epoch_; }
     // The connection of dest: its smoothed round-trip time and current retransmission timeout,
     // µs (tests; false if the connection is not open).
     bool dest_timing(srcnic_dest_t dest, uint32_t *srtt_us, uint32_t *rto_us) const;
@@ -724,6 +729,7 @@ private:
     // Destinations' remote NICs (see Remote); never shrinks (a Remote is reused when its
     // address comes back with another incarnation).
     std::vector<Remote> remotes_;
+    uint64_t remote_epoch_ = 0;   // remote_epoch()
     std::unordered_map<LinkAddr, uint32_t, LinkAddrHash> remote_by_addr_;   // -> index
     // DC (conn/dc.cc).
     std::vector<uint32_t> dcis_;         // ids of the attached DCIs (at most num_dci)

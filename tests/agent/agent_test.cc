@@ -292,6 +292,51 @@ TEST_F(AgentTest, events__three_descriptors_woken_on_the_socket)
     EXPECT_EQ(SRCNIC_ERR_BUSY, srcnic_nic_arm(b.nic));
 }
 
+// A process creates one destination per process of a job, most of them on a few remote agents:
+// the agent is asked once per remote NIC while nothing fails (SharedHeader::remote_epoch), and
+// the destinations made without asking reach the QPs they name.
+TEST_F(AgentTest, dests__one_request_per_remote_nic_while_nothing_fails)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    Attached a, b, c;
+    ASSERT_EQ("", a.open(config));
+    ASSERT_EQ("", b.open(config));
+    ASSERT_EQ("", c.open(config));
+    const long long before = json_number(agent_.status(), "dest_requests");
+    PeerInfo pb = b.info(), pc = c.info();
+    ASSERT_EQ(0, std::memcmp(&pb.addr, &pc.addr, sizeof(pb.addr))) << "one engine serves both";
+    srcnic_dest_t to_b, to_c, to_b_again;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &pb.addr, pb.qpn, &to_b));
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &pc.addr, pc.qpn, &to_c));
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(a.nic, &pb.addr, pb.qpn, &to_b_again));
+    EXPECT_EQ(before + 1, json_number(agent_.status(), "dest_requests"));
+    EXPECT_EQ(to_b.peer, to_c.peer);
+    EXPECT_EQ(pc.qpn, to_c.qpn);
+    EXPECT_EQ(to_b.peer, to_b_again.peer);
+    // A QP number of 0 names no QP: still the agent's to refuse.
+    srcnic_dest_t none;
+    EXPECT_EQ(SRCNIC_ERR_INVALID_ADDR, srcnic_dest_create(a.nic, &pb.addr, 0, &none));
+    EXPECT_EQ(before + 2, json_number(agent_.status(), "dest_requests"));
+
+    struct Target {
+        Attached *to;
+        srcnic_dest_t dest;
+        uint8_t word;
+    } targets[] = {{&b, to_b, 0xb0}, {&c, to_c, 0xc0}};
+    for (Target &t : targets) {
+        uint8_t in = 0;
+        srcnic_recv_wqe_t r = {1, reinterpret_cast<uint64_t>(&in), 1, 0};
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_recv(t.to->qp, &r));
+        srcnic_status_t s;
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_SEND, t.dest, t.word, &t.word, 1), &s));
+        ASSERT_EQ(SRCNIC_OK, s);
+        srcnic_cqe_t cqe;
+        ASSERT_TRUE(t.to->poll(&cqe));
+        EXPECT_EQ(SRCNIC_OK, cqe.status);
+        EXPECT_EQ(t.word, in) << "delivered to the QP the destination names";
+    }
+}
+
 // Another process receives SENDs into posted buffers (half in its shared arena, half in its
 // heap: both paths of the agent), and serves a region for WRITE and READ.
 TEST_F(AgentTest, send_write_read__every_size_verified_across_processes)

@@ -221,6 +221,7 @@ protected:
 TEST_F(TxSchedulerFewRetries, check_timers__retry_count_exhausted_fails_with_endpoint_timeout)
 {
     Counters before(*nic_);
+    const uint64_t epoch = nic_->remote_epoch();
     post_send(1, 10);
     // never answer / expect 2 retransmissions, then the SEND completed with ENDPOINT_TIMEOUT
     srcnic_cqe_t cqe;
@@ -230,6 +231,15 @@ TEST_F(TxSchedulerFewRetries, check_timers__retry_count_exhausted_fails_with_end
     EXPECT_EQ(2u, before.delta(SRCNIC_CNT_RETRANSMITS));
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_FAILED));
     EXPECT_EQ(SRCNIC_ERR_ENDPOINT_TIMEOUT, nic_->dest_status(dest_));
+    // Attached processes stop reusing the peers they were told of (agent/proto.h).
+    EXPECT_LT(epoch, nic_->remote_epoch());
+    // A new destination to the failed peer starts afresh: another peer, and a new epoch.
+    srcnic_dest_t fresh;
+    const uint64_t failed = nic_->remote_epoch();
+    ASSERT_EQ(SRCNIC_OK, nic_->dest_create(peer_->nic_addr(), dest_.qpn, &fresh));
+    EXPECT_NE(dest_.peer, fresh.peer);
+    EXPECT_LT(failed, nic_->remote_epoch());
+    EXPECT_EQ(SRCNIC_OK, nic_->dest_status(fresh));
 }
 
 TEST_F(TxSchedulerSlowRto, tx_schedule__window_limits_packets_in_flight)
