@@ -106,7 +106,7 @@ private:
     uint64_t next_crowd_check_ns_ = 0;
     uint64_t refusals_ = 0;      // attachments refused (status)
     uint64_t faults_ = 0;        // processes detached for breaking the rings' rules (status)
-    uint64_t dest_requests_ = 0; // destinations made on a process's request (status)
+    uint64_t dest_requests_ = 0; // kDestCreate requests answered, refused ones too (status)
 };
 
 } // namespace agent
