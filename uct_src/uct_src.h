@@ -197,6 +197,9 @@ typedef struct uct_src_iface {
     int                   tx_hold;       /* sends soon after a doorbell wait for the burst:
                                             bursts have been followed by progress promptly */
     int                   tx_held;       /* a send posted since the last transmission waits */
+    int                   tx_post_rang;  /* the last doorbell was a post's own, and no progress
+                                            call has returned since: only a send close behind
+                                            such a doorbell continues its burst and may wait */
     int                   tx_burst;      /* sends posted close together since progress last
                                             looked: the next call times the burst's end */
     int                   tx_score;      /* bursts followed by progress promptly, less those
@@ -237,8 +240,9 @@ uct_src_iface_tx_burst_ended(uct_src_iface_t *iface, ucs_time_t now)
 static UCS_F_ALWAYS_INLINE ucs_time_t uct_src_iface_ring_doorbell(uct_src_iface_t *iface)
 {
     srcnic_nic_transmit(iface->nic);
-    iface->tx_doorbell = ucs_get_time();
-    iface->tx_held     = 0;
+    iface->tx_doorbell  = ucs_get_time();
+    iface->tx_held      = 0;
+    iface->tx_post_rang = 0;
     return iface->tx_doorbell;
 }
 

@@ -311,10 +311,13 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
     }
     /* The doorbell: a send leaves now, unless the iface holds bursts (the application has
      * been progressing promptly after them, uct_src_iface_tx_burst_ended) and this one follows
-     * the last transmission closely: then it leaves with the rest of the burst on the next
-     * progress call. So a burst reaches the kernel in one call, and an application that posts
-     * and turns to something else (a computation, a buffer check) does not hold its last sends
-     * back: the iface stops holding once it has seen a burst wait. */
+     * closely the transmission of an earlier send of the same burst: then it leaves with the
+     * rest of the burst on the next progress call. So a burst reaches the kernel in one call,
+     * and an application that posts and turns to something else (a computation, a buffer
+     * check) does not hold its last sends back: the iface stops holding once it has seen a
+     * burst wait. The first send after a progress call always leaves at once, however soon:
+     * it is typically a reply or the last word before a computation (osu_bw -c: the receiver's
+     * window acknowledgement, then its check of the buffer), and nothing says more follow. */
     now = ucs_get_time();
     if ((now - iface->tx_last_post) < iface->tx_coalesce) {
         iface->tx_burst = 1;
@@ -324,12 +327,14 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
          * burst held waited for that. Late: it counts against holding. */
         uct_src_iface_tx_burst_ended(iface, now);
     }
-    if (iface->tx_hold && ((now - iface->tx_doorbell) < iface->tx_coalesce)) {
+    if (iface->tx_hold && iface->tx_post_rang &&
+        ((now - iface->tx_doorbell) < iface->tx_coalesce)) {
         iface->tx_held = 1;
     } else {
         /* A burst's end is timed from the end of the system call too: what counts is how
          * soon the application progresses after its post. */
-        now = uct_src_iface_ring_doorbell(iface);
+        now                 = uct_src_iface_ring_doorbell(iface);
+        iface->tx_post_rang = 1;
     }
     iface->tx_last_post = now;
     return UCS_OK;

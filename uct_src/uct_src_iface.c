@@ -187,8 +187,9 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
     {"TX_COALESCE", "5us",
      "Sends posted within this time of each other form a burst. Once the application has\n"
      "followed its bursts with a progress call within this time (two in a row at first), a\n"
-     "send posted this soon after the last transmission ended waits to leave with the rest\n"
-     "of its burst on the next progress call, so that a burst reaches the kernel together.\n"
+     "send posted this soon after an earlier send of its burst was transmitted waits to\n"
+     "leave with the rest of the burst on the next progress call, so that a burst reaches\n"
+     "the kernel together; the first send after a progress call always leaves at once.\n"
      "Bursts left waiting longer (the application computed before it progressed or posted\n"
      "again) stop that: two in a row, or one soon after it started. Sends posted during\n"
      "progress leave before it returns. 0 transmits every send as it is posted.",
@@ -526,6 +527,7 @@ static unsigned uct_src_iface_progress(uct_iface_h tl_iface)
             uct_src_iface_tx_burst_ended(iface, now);
         }
     }
+    iface->tx_post_rang = 0;   /* the application's next send starts a burst of its own */
     UCS_ASYNC_UNBLOCK(iface->super.worker->async);
     return count;
 }
@@ -815,6 +817,7 @@ static UCS_CLASS_INIT_FUNC(uct_src_iface_t, uct_md_h tl_md, uct_worker_h worker,
     self->tx_doorbell    = ucs_get_time() - self->tx_coalesce;
     self->tx_last_post   = self->tx_doorbell;
     self->tx_hold        = 0;
+    self->tx_post_rang   = 0;
     self->tx_held        = 0;
     self->tx_burst       = 0;
     self->tx_score       = 0;

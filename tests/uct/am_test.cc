@@ -593,17 +593,37 @@ TEST_F(UctSrcQuietSenderCoalescing, am_short__two_sends_leave_without_progress_b
 TEST_F(UctSrcQuietSenderCoalescing, am_short__burst_waits_for_progress_once_bursts_were_prompt)
 {
     UCT_SRC_SKIP_WITH_AGENT("every posted send leaves when the agent sees it: there is no burst waiting for progress");
-    // a's bursts are followed by its progress at once until it holds bursts; then a sends two
-    // / expect neither at b before a progresses, both after
+    // a's bursts are followed by its progress at once until it holds bursts; then a sends
+    // three / expect the first at b before a progresses (the first send after a progress call
+    // leaves at once), the other two only after
     ASSERT_TRUE(learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
     const size_t before    = b_.rx.size();
     const uint64_t payload = 0x5eed;
     ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
     ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 3, &payload, sizeof(payload)));
+    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 1; }, 5.0))
+        << "the burst's first send waited for the sender's progress";
     progress_for(0.2, &b_);
-    EXPECT_EQ(before, b_.rx.size()) << "the burst left before the sender progressed";
+    EXPECT_EQ(before + 1, b_.rx.size()) << "the burst's tail left before the sender progressed";
     a_.progress();
-    EXPECT_TRUE(wait_for([&] { return b_.rx.size() == before + 2; }));
+    EXPECT_TRUE(wait_for([&] { return b_.rx.size() == before + 3; }));
+}
+
+// osu_bw -c: the receiver acknowledges a window with one send after its progress, then checks
+// the buffer for as long as that takes; the acknowledgement must not wait for that.
+TEST_F(UctSrcQuietSenderCoalescing, am_short__a_single_send_after_progress_leaves_while_bursts_are_held)
+{
+    UCT_SRC_SKIP_WITH_AGENT("every posted send leaves when the agent sees it: there is no burst waiting for progress");
+    // a holds bursts (and its last progress call rang the doorbell well within the window);
+    // a sends one message and never progresses / expect it at b
+    ASSERT_TRUE(learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
+    const size_t before    = b_.rx.size();
+    const uint64_t payload = 0x5eed;
+    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
+    EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 1; }, 5.0))
+        << "a lone send after progress waited for the sender's next progress call";
+    EXPECT_NE(0, uct_src_test_tx_hold(a_.iface)) << "the iface stopped holding bursts";
 }
 
 // What a's handler sends back for each message it gets: two messages to b.
