@@ -554,13 +554,23 @@ protected:
         return {{"TX_COALESCE", "1000000s"}};
     }
 
+    // a sends messages with headers first..last to b, back to back; whether every post took.
+    bool post(uint64_t first, uint64_t last)
+    {
+        const uint64_t payload = 0x5eed;
+        for (uint64_t header = first; header <= last; ++header) {
+            if (uct_ep_am_short(ep_ab_, kAmId, header, &payload, sizeof(payload)) != UCS_OK) {
+                return false;
+            }
+        }
+        return true;
+    }
+
     // A burst of two, followed at once by a's progress; returns whether b got both (bounded).
     bool prompt_burst()
     {
-        const size_t before    = b_.rx.size();
-        const uint64_t payload = 0x5eed;
-        if ((uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)) != UCS_OK) ||
-            (uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)) != UCS_OK)) {
+        const size_t before = b_.rx.size();
+        if (!post(1, 2)) {
             return false;
         }
         a_.progress();
@@ -583,9 +593,7 @@ TEST_F(UctSrcQuietSenderCoalescing, am_short__two_sends_leave_without_progress_b
 {
     // a sends two messages back to back and never progresses: the iface has not seen the
     // application progress after a burst / expect both at b
-    const uint64_t payload = 0x5eed;
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
+    ASSERT_TRUE(post(1, 2));
     EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == 2; }, 5.0))
         << "the second send waited for the sender's progress";
 }
@@ -597,11 +605,8 @@ TEST_F(UctSrcQuietSenderCoalescing, am_short__burst_waits_for_progress_once_burs
     // three / expect the first at b before a progresses (the first send after a progress call
     // leaves at once), the other two only after
     ASSERT_TRUE(learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
-    const size_t before    = b_.rx.size();
-    const uint64_t payload = 0x5eed;
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 3, &payload, sizeof(payload)));
+    const size_t before = b_.rx.size();
+    ASSERT_TRUE(post(1, 3));
     EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 1; }, 5.0))
         << "the burst's first send waited for the sender's progress";
     progress_for(0.2, &b_);
@@ -618,9 +623,8 @@ TEST_F(UctSrcQuietSenderCoalescing, am_short__a_single_send_after_progress_leave
     // a holds bursts (and its last progress call rang the doorbell well within the window);
     // a sends one message and never progresses / expect it at b
     ASSERT_TRUE(learn_to_hold()) << "prompt bursts did not make the iface hold bursts";
-    const size_t before    = b_.rx.size();
-    const uint64_t payload = 0x5eed;
-    ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
+    const size_t before = b_.rx.size();
+    ASSERT_TRUE(post(1, 1));
     EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 1; }, 5.0))
         << "a lone send after progress waited for the sender's next progress call";
     EXPECT_NE(0, uct_src_test_tx_hold(a_.iface)) << "the iface stopped holding bursts";
@@ -678,15 +682,13 @@ protected:
         for (int i = 0; i < 32; ++i) {
             ASSERT_TRUE(prompt_burst());
         }
-        const uint64_t payload = 0x5eed;
         for (int late = 1; late <= 2; ++late) {
             const size_t before = b_.rx.size();
-            ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 1, &payload, sizeof(payload)));
-            ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 2, &payload, sizeof(payload)));
+            ASSERT_TRUE(post(1, 2));
             progress_for(1.2, &b_);
             EXPECT_LT(b_.rx.size(), before + 2) << "late burst " << late << " left before it ended";
             if (ended_by_send) {
-                ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 3, &payload, sizeof(payload)));
+                ASSERT_TRUE(post(3, 3));
             } else {
                 a_.progress();
             }
@@ -696,8 +698,7 @@ protected:
                 << "late burst " << late << " waited after it ended";
         }
         const size_t before = b_.rx.size();
-        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 4, &payload, sizeof(payload)));
-        ASSERT_EQ(UCS_OK, uct_ep_am_short(ep_ab_, kAmId, 5, &payload, sizeof(payload)));
+        ASSERT_TRUE(post(4, 5));
         EXPECT_TRUE(wait_for_side(&b_, [&] { return b_.rx.size() == before + 2; }, 5.0))
             << "the burst after two left waiting waited for the sender's progress";
     }
