@@ -194,8 +194,9 @@ typedef struct uct_src_iface {
     ucs_time_t            tx_coalesce;   /* TX_COALESCE */
     ucs_time_t            tx_doorbell;   /* when the last doorbell's transmission ended */
     ucs_time_t            tx_last_post;  /* when the last send's post returned */
-    int                   tx_hold;       /* sends soon after a doorbell wait for the burst:
-                                            bursts have been followed by progress promptly */
+    int                   tx_hold;       /* sends soon after a post's doorbell wait for the
+                                            burst: bursts have been followed by progress
+                                            promptly (see tx_post_rang) */
     int                   tx_held;       /* a send posted since the last transmission waits */
     int                   tx_post_rang;  /* the last doorbell was a post's own, and no progress
                                             call has returned since: only a send close behind
