@@ -121,6 +121,8 @@ typedef struct uct_src_iface_config {
     int                mode;             /* MODE: uct_src_mode_t */
     char               *agent_socket;    /* AGENT_SOCKET: the agent's socket */
     size_t             agent_arena;      /* AGENT_ARENA: memory shared with the agent, bytes */
+    int                agent_direct_read; /* AGENT_DIRECT_READ: copy gets from the agent's
+                                            other processes here */
     size_t             seg_size;         /* SEG_SIZE: bcopy/receive buffer, bytes */
     unsigned           tx_queue_len;     /* TX_QUEUE_LEN: sends in flight per iface */
     unsigned           rx_queue_len;     /* RX_QUEUE_LEN: receive buffers posted */
@@ -159,6 +161,7 @@ typedef struct uct_src_send_desc {
     uct_unpack_callback_t unpack_cb;     /* get_bcopy: where the read bytes go */
     void                  *unpack_arg;
     uint32_t              length;        /* get_bcopy: bytes read */
+    uint32_t              sn;            /* ep->tx_posted when posted (flush) */
 } uct_src_send_desc_t;
 
 
@@ -263,7 +266,7 @@ typedef struct uct_src_ep {
     uct_base_ep_t         super;
     srcnic_dest_t         dest;          /* remote NIC's connection slot and remote QP */
     uint32_t              tx_posted;     /* sends posted (wraps) */
-    uint32_t              tx_completed;  /* sends completed, in posting order */
+    uint32_t              tx_completed;  /* sends completed */
     uint8_t               flags;         /* UCT_SRC_EP_FLAG_* */
     int8_t                fail_status;   /* ucs_status_t once FAILED */
     int16_t               err_cb_id;     /* deferred error report, or -1 (UCS_CALLBACKQ_ID_NULL) */

@@ -1,7 +1,9 @@
 /**
  * The "src" endpoint: (remote engine, remote QP) plus the engine's connection slot. Every send
- * becomes one WQE on the iface's QP; its completion arrives in posting order per endpoint,
- * which is what flush counts on. Peer failure reported by the engine (timeout, reset, the
+ * becomes one WQE on the iface's QP. Completions mostly arrive in posting order per endpoint,
+ * but not always (a get from another process of the same node agent completes as soon as this
+ * process copied it), so a flush waits for the oldest send still outstanding to be one posted
+ * after it. Peer failure reported by the engine (timeout, reset, the
  * remote QP gone) fails the endpoint and is reported to UCP once, from the main thread.
  */
 #ifdef HAVE_CONFIG_H
@@ -20,7 +22,7 @@
 
 struct uct_src_flush_req {
     uct_src_flush_req_t *next;
-    uint32_t            target;    /* done when tx_completed reaches this */
+    uint32_t            target;    /* done when no send posted before this one is left */
     uct_completion_t    *comp;
 };
 
@@ -220,6 +222,19 @@ static int uct_src_status_is_peer_failure(ucs_status_t status)
     return (status == UCS_ERR_ENDPOINT_TIMEOUT) || (status == UCS_ERR_CONNECTION_RESET);
 }
 
+/* Whether every send posted before the one numbered target (ep->tx_posted then) completed:
+ * the outstanding list is in posting order, and its oldest entry decides. */
+static UCS_F_ALWAYS_INLINE int uct_src_ep_flushed_to(uct_src_ep_t *ep, uint32_t target)
+{
+    uct_src_send_desc_t *oldest;
+
+    if (ucs_list_is_empty(&ep->outstanding)) {
+        return 1;
+    }
+    oldest = ucs_list_head(&ep->outstanding, uct_src_send_desc_t, list);
+    return (int32_t)(oldest->sn - target) >= 0;
+}
+
 void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc,
                                ucs_status_t status)
 {
@@ -262,8 +277,7 @@ void uct_src_ep_send_completed(uct_src_iface_t *iface, uct_src_send_desc_t *desc
         uct_invoke_completion(desc->comp, status);
     }
     ucs_mpool_put_inline(desc);
-    while (((req = ep->flush_reqs) != NULL) &&
-           ((int32_t)(ep->tx_completed - req->target) >= 0)) {
+    while (((req = ep->flush_reqs) != NULL) && uct_src_ep_flushed_to(ep, req->target)) {
         ep->flush_reqs = req->next;
         uct_invoke_completion(req->comp, (ep->flags & UCT_SRC_EP_FLAG_FAILED) ?
                                          (ucs_status_t)ep->fail_status : UCS_OK);
@@ -300,7 +314,7 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
         ucs_mpool_put_inline(desc);
         return (ucs_status_t)status;
     }
-    ++ep->tx_posted;
+    desc->sn = ep->tx_posted++;
     ++iface->tx_outstanding;
     ep->flags = (ep->flags & ~UCT_SRC_EP_FLAG_LAZY_TAIL) |
                 ((wqe->flags & SRCNIC_WQE_FLAG_LAZY_ACK) ? UCT_SRC_EP_FLAG_LAZY_TAIL : 0);

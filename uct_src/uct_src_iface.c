@@ -63,6 +63,13 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "the agent then reads and writes without a cross-memory copy; resident only as used.",
      ucs_offsetof(uct_src_iface_config_t, agent_arena), UCS_CONFIG_TYPE_MEMUNITS},
 
+    {"AGENT_DIRECT_READ", "y",
+     "With the node agent, a get (READ) from another process attached to the same agent is\n"
+     "copied by this process itself, with one cross-memory copy, after the agent checked the\n"
+     "remote key and bounds; where the kernel refuses that copy (Yama ptrace_scope, another\n"
+     "user), the agent copies instead, logged once. n: the agent always copies (two copies).",
+     ucs_offsetof(uct_src_iface_config_t, agent_direct_read), UCS_CONFIG_TYPE_BOOL},
+
     {"SEG_SIZE", "32k",
      "Largest bcopy message and size of each receive buffer; an active message larger than\n"
      "this is fragmented by UCP. The default holds a 16 KiB message with UCP's header in one\n"
@@ -715,6 +722,7 @@ static ucs_status_t uct_src_iface_attach(uct_src_iface_t *iface,
     inet_ntop(AF_INET, &iface->ip, attach.bind_addr, sizeof(attach.bind_addr));
     attach.job_key = config->job_key;
     attach.arena   = config->agent_arena;
+    attach.direct_reads = config->agent_direct_read ? 1 : 0;
     attach.pd      = md->pd;
     status         = srcnic_nic_attach(&attach, &iface->nic, why, sizeof(why));
     if (status == SRCNIC_OK) {

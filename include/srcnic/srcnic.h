@@ -184,7 +184,10 @@ typedef struct srcnic_attach_config {
     char        bind_addr[64]; /* which engine: the agent's address on the wanted interface
                                   (numeric IPv4/IPv6); default "127.0.0.1" */
     uint32_t    job_key;       /* requests to this process's QPs must carry it (default 0) */
-    uint32_t    reserved;
+    uint32_t    direct_reads;  /* 1 (default): a READ of memory of another process attached to
+                                  the same agent is copied by this process itself, one
+                                  cross-memory copy, once the agent has checked its key; 0: the
+                                  agent moves it (two copies, on the agent's thread) */
     size_t      arena;         /* bytes of memory shared with the agent for buffers it reads and
                                   writes without a cross-memory copy (srcnic_nic_mem_alloc) and
                                   for QP rings; default 64 MiB, resident only as used */
@@ -261,7 +264,9 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(CONN_DEMOTED,        "idle connections closed by agreement to make room for a promotion") \
     _(USE_DC_SENT,         "connection attempts answered USE_DC: the connection budget is spent") \
     _(DROP_DC_STALE,       "drop: DC packet of a stream with no target context, none to resume, and not its first PSN") \
-    _(ACTIVE_WAITS,        "requests left in their send queue a pass: max_active connections were busy")
+    _(ACTIVE_WAITS,        "requests left in their send queue a pass: max_active connections were busy") \
+    _(DIRECT_READS,        "READs between two processes of one agent that the requester copied itself") \
+    _(DIRECT_READ_COPIES,  "of them, copied by the agent: the kernel refused the requester the copy")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

@@ -572,6 +572,9 @@ void Agent::handle_attach(Client *c, const AttachRequest &req, const int *fds, u
     c->owner.mrs = MrView(static_cast<const MrSlot *>(mrs), req.mr_slots);
     c->owner.job_key = req.job_key;
     c->owner.trusted = false;
+    // Direct READs name the target by its PID: only between processes that number PIDs as the
+    // agent does (one PID namespace; a process in another reports another getpid()).
+    c->owner.direct_reads = req.pid == static_cast<uint32_t>(c->pid) ? &c->hdr->direct_reads : nullptr;
     c->engine = engine;
     ++engine->clients;
     c->attached = true;
@@ -752,6 +755,20 @@ void Agent::handle_message(Client *c)
             }
         }
         notify_clients(*c->engine);   // the cancelled requests' completions
+        reply(c, &r, sizeof(r));
+        return;
+    }
+    case MsgType::kReadCopy: {
+        ReadCopyRequest req;
+        if (!take(&req)) {
+            return;
+        }
+        MsgHeader r = {static_cast<uint32_t>(MsgType::kReadCopyReply), sizeof(MsgHeader), SRCNIC_ERR_NO_ELEM, 0};
+        for (QpContext *ctx : c->qps) {
+            if (ctx->qpn() == req.qpn) {
+                r.status = c->engine->nic->copy_read(ctx, req.wqe);
+            }
+        }
         reply(c, &r, sizeof(r));
         return;
     }

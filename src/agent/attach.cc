@@ -110,6 +110,8 @@ srcnic_status_t AttachedNic::attach(const srcnic_attach_config_t &config,
     req.segment_base = reinterpret_cast<uint64_t>(nic->segment_);
     req.segment_bytes = nic->segment_bytes_;
     req.mr_slots = nic->pd_->mrs->capacity();
+    req.pid = static_cast<uint32_t>(getpid());
+    nic->hdr_->direct_reads.store(config.direct_reads ? 1 : 0, std::memory_order_relaxed);
     req.probe_addr = reinterpret_cast<uint64_t>(&probe);
     req.probe_value = probe;
     const int fds[2] = {seg_fd, nic->pd_->mrs->fd()};
@@ -494,6 +496,27 @@ srcnic_status_t AttachedNic::dest_status(srcnic_dest_t dest) const
     return static_cast<srcnic_status_t>(reply.status);
 }
 
+srcnic_status_t AttachedNic::read_copy(uint32_t qpn, const srcnic_wqe_t &wqe, int err)
+{
+    if (hdr_->direct_reads.exchange(0, std::memory_order_relaxed) != 0) {
+        SRCNIC_LOG_INFO("copying a READ from another process of the agent: %s; the agent copies "
+                        "this process's READs from now on (two copies instead of one; cross-memory "
+                        "attach between the job's processes needs kernel.yama.ptrace_scope 0, or 1 "
+                        "with the target allowing it, and one user)",
+                        std::strerror(err));
+    }
+    ReadCopyRequest req = {};
+    req.hdr.type = static_cast<uint32_t>(MsgType::kReadCopy);
+    req.hdr.length = sizeof(req);
+    req.qpn = qpn;
+    req.wqe = wqe;
+    MsgHeader reply = {};
+    if (!call(&req, sizeof(req), MsgType::kReadCopyReply, &reply, sizeof(reply))) {
+        return SRCNIC_ERR_CONNECTION_RESET;
+    }
+    return static_cast<srcnic_status_t>(reply.status);
+}
+
 bool AttachedNic::stats(StatsReply *reply) const
 {
     MsgHeader req = {static_cast<uint32_t>(MsgType::kStats), sizeof(MsgHeader), 0, 0};
@@ -537,6 +560,7 @@ void srcnic_attach_config_init(srcnic_attach_config_t *config)
     std::snprintf(config->socket, sizeof(config->socket), "%s", srcnic::agent::kDefaultSocket);
     std::snprintf(config->bind_addr, sizeof(config->bind_addr), "127.0.0.1");
     config->arena = 64u << 20;
+    config->direct_reads = 1;
 }
 
 srcnic_status_t srcnic_nic_attach(const srcnic_attach_config_t *config, srcnic_nic_t **nic_p,

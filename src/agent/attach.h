@@ -55,6 +55,7 @@ public:
     // A round trip to the agent, which answers between two passes of its engine: by then the
     // pass that may have been between a key check and its access ended, with the write-behind.
     srcnic_status_t fence_memory() override;
+    srcnic_status_t read_copy(uint32_t qpn, const srcnic_wqe_t &wqe, int err) override;
 
     bool dead() const { return dead_; }
     pid_t agent_pid() const { return agent_pid_; }

@@ -24,7 +24,7 @@
 namespace srcnic {
 namespace agent {
 
-constexpr uint32_t kProtoVersion = 3;
+constexpr uint32_t kProtoVersion = 4;
 // The default socket: abstract (a name in the network namespace, not a file), so every node of
 // a test bed of network namespaces has its own, and permissions are the agent's credential check.
 constexpr const char *kDefaultSocket = "@srcd";
@@ -51,6 +51,13 @@ struct SharedHeader {
     // agent would answer the same). An MPI job's processes create one destination per process
     // of the job, most of them to a few remote agents.
     alignas(64) std::atomic<uint64_t> remote_epoch{0};
+    // 1 while the process makes its READs of other attached processes itself: the agent then
+    // checks such a READ (the target QP, its job key, the rkey and bounds) and completes it
+    // with kCqeDirectRead, and the process copies with one process_vm_readv from the target,
+    // the way UCX's cma transport reads between processes. Set by the process at attach (if it
+    // shares the agent's PID numbering: AttachRequest::pid), cleared by it when the kernel
+    // refuses it such a copy; it then asks the agent for that one (kReadCopy).
+    alignas(64) std::atomic<uint32_t> direct_reads{0};
 };
 static_assert(sizeof(SharedHeader) <= kHeaderBytes, "the header fits its page");
 
@@ -78,6 +85,10 @@ enum class MsgType : uint32_t {
     // process -> agent, no reply but a kWake: a control call read a wake-up while it waited for
     // its reply, so the socket, the process's event fd, must be made readable again.
     kWakeMe,            // MsgHeader only
+    // process -> agent: a READ the agent completed as direct (kCqeDirectRead) and the kernel
+    // did not let the process copy: the agent copies it, checked as any READ.
+    kReadCopy,          // ReadCopyRequest
+    kReadCopyReply,     // MsgHeader (status)
 };
 
 struct MsgHeader {
@@ -95,7 +106,8 @@ struct AttachRequest {
     uint64_t segment_base;   // where the process mapped the segment (fds[0])
     uint64_t segment_bytes;  // its size: kHeaderBytes + arena
     uint32_t mr_slots;       // slots of the registration table (fds[1])
-    uint32_t reserved;
+    uint32_t pid;            // getpid() in the process: the same as the agent sees it when both
+                             // share one PID namespace's numbering (direct READs need it)
     uint64_t probe_addr;     // an 8-byte word in the process's memory that holds probe_value:
     uint64_t probe_value;    // the agent reads it by cross-memory attach before accepting
 };
@@ -158,6 +170,13 @@ struct QpCancelReply {
     uint32_t reserved;
 };
 
+struct ReadCopyRequest {
+    MsgHeader hdr;
+    uint32_t qpn;            // the process's QP that posted the READ
+    uint32_t reserved;
+    srcnic_wqe_t wqe;        // the READ as posted (wr_id unused)
+};
+
 struct StatsReply {
     MsgHeader hdr;
     uint64_t counters[SRCNIC_CNT_LAST];
@@ -170,6 +189,7 @@ struct StatsReply {
 // a buffer of its own).
 constexpr size_t kMaxMsg = sizeof(StatsReply) > sizeof(AttachReply) ? sizeof(StatsReply) + 64
                                                                       : sizeof(AttachReply) + 64;
+static_assert(sizeof(ReadCopyRequest) <= kMaxMsg, "every request fits kMaxMsg");
 
 } // namespace agent
 } // namespace srcnic

@@ -71,6 +71,14 @@ struct srcnic_nic {
     // Returns once nothing the NIC accepted before the call still has to touch this process's
     // memory unchecked (srcnic_nic_fence_memory).
     virtual srcnic_status_t fence_memory() = 0;
+    // Attachment: the kernel refused this process (errno err) the copy of a READ the agent left
+    // to it (kCqeDirectRead, posted on QP qpn): the agent copies it, and every later READ
+    // (agent/proto.h, kReadCopy). Returns the READ's status.
+    virtual srcnic_status_t read_copy(uint32_t qpn, const srcnic_wqe_t &wqe, int err)
+    {
+        (void)qpn, (void)wqe, (void)err;
+        return SRCNIC_ERR_UNSUPPORTED;
+    }
 };
 
 struct srcnic_pd {
@@ -179,6 +187,10 @@ public:
     // into it is refused, and its number is never reused by the next QP in its slot.
     void qp_detach(QpContext *ctx);
     unsigned qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag);
+    // A READ (wqe, as posted on ctx) the agent left to its process to copy and the kernel did
+    // not let it: checked again as any READ, then copied here from the target's memory into the
+    // requester's, through a bounce buffer (agent: kReadCopy). Returns the READ's status.
+    srcnic_status_t copy_read(QpContext *ctx, const srcnic_wqe_t &wqe);
     // Serve QPs of several owners, each with its job key (the agent): the header stage accepts
     // any key, and a request reaches only a QP whose owner's key it carries (PROTOCOL.md §4).
     // Set before the NIC carries traffic.
@@ -480,6 +492,11 @@ private:
     // Hands the next chunk of qp's cursor to its connection if the connection is ready for it;
     // completes the WQE when its connection is gone.
     void take_chunk(QpContext *qp);
+    // A READ of another process of this agent by a process that copies such READs itself
+    // (Owner::direct_reads): checked here as the responder checks a READ (the target QP, its
+    // job key, the rkey and bounds), then completed kCqeDirectRead with the target's PID; true
+    // if so. Anything else goes the ordinary way, which answers a failed check with its error.
+    bool direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length);
     TxMsg *msg_alloc();
     void msg_free(TxMsg *m);
     void msg_append(Connection *c, TxMsg *m);
@@ -700,6 +717,7 @@ private:
         return qp != nullptr && (!several_owners_ || qp->owner()->job_key == h.job_key) ? qp : nullptr;
     }
     std::vector<Owner *> notified_; // see notify_completion
+    std::vector<uint8_t> copy_bounce_; // copy_read's, allocated on its first use
 
     // Grows on demand; slot 0 unused (id 0 means "unknown"). Connections are allocated one by
     // one, so they never move, and a slot is found with one index.

@@ -112,6 +112,9 @@ SRCNIC_HOT unsigned Nic::requester_take()
             qp->took();
             ++taken;
             const srcnic_wqe_t &wqe = m->wqe;
+            if (wqe.opcode == SRCNIC_OP_WRITE) {
+                qp->took_write();   // (its completion, of whatever kind, ends it)
+            }
             if (!qp->cancels().empty() && cancelled_in_ring(qp, wqe, position)) {
                 qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_CANCELED, wqe.opcode, 0));
                 msg_free(m);
@@ -133,6 +136,10 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 continue;
             }
             const uint64_t length = wqe_length(wqe);
+            if (__builtin_expect(c->self, 0) && wqe.opcode == SRCNIC_OP_READ && direct_read(qp, wqe, length)) {
+                msg_free(m);
+                continue;
+            }
             if ((wqe.opcode == SRCNIC_OP_WRITE || wqe.opcode == SRCNIC_OP_READ) &&
                 length > kChunkBytes) {
                 // In chunks: the QP's later work waits until the last one is handed out.
@@ -174,6 +181,78 @@ SRCNIC_HOT unsigned Nic::requester_take()
         }
     }
     return taken;
+}
+
+bool Nic::direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length)
+{
+    const Owner *req = qp->owner();
+    if (req->direct_reads == nullptr || req->direct_reads->load(std::memory_order_relaxed) == 0 ||
+        qp->writes_outstanding() != 0) {
+        return false;   // (RC order: a READ sees what the QP's earlier WRITEs placed)
+    }
+    QpContext *target = qp_by_num(wqe.dest.qpn);
+    if (target == nullptr || target->owner()->direct_reads == nullptr ||
+        (several_owners_ && target->owner()->job_key != req->job_key)) {
+        return false;
+    }
+    Owner *o = target->owner();
+    if (!o->space.alive() || !o->mrs.check(wqe.rkey, wqe.remote_addr, length, SRCNIC_ACCESS_REMOTE_READ)) {
+        return false;
+    }
+    count(SRCNIC_CNT_DIRECT_READS);
+    qp->complete(make_cqe(wqe.wr_id, kCqeDirectRead, SRCNIC_OP_READ, static_cast<uint32_t>(length),
+                          static_cast<uint32_t>(o->space.pid())));
+    return true;
+}
+
+srcnic_status_t Nic::copy_read(QpContext *ctx, const srcnic_wqe_t &wqe)
+{
+    if (srcnic::validate_wqe(wqe, max_msg_) != SRCNIC_OK || wqe.opcode != SRCNIC_OP_READ ||
+        (wqe.flags & SRCNIC_WQE_FLAG_INLINE)) {
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
+    const uint64_t length = wqe_length(wqe);
+    QpContext *target = qp_by_num(wqe.dest.qpn);
+    if (target == nullptr || (several_owners_ && target->owner()->job_key != ctx->owner()->job_key)) {
+        count(SRCNIC_CNT_NO_SUCH_QP);
+        return SRCNIC_ERR_UNREACHABLE;
+    }
+    Owner *o = target->owner();
+    if (!o->mrs.check(wqe.rkey, wqe.remote_addr, length, SRCNIC_ACCESS_REMOTE_READ)) {
+        count(SRCNIC_CNT_ACCESS_ERRORS);
+        return SRCNIC_ERR_REMOTE_ACCESS;
+    }
+    count(SRCNIC_CNT_DIRECT_READ_COPIES);
+    // Through a bounce buffer of 256 KiB: no cross-memory call is much longer than the 50 µs
+    // the agent's other processes can wait for it.
+    constexpr uint64_t kBounce = 256 * 1024;
+    if (copy_bounce_.size() < kBounce) {
+        copy_bounce_.resize(kBounce);
+    }
+    uint8_t *buf = copy_bounce_.data();
+    unsigned sge = 0;
+    uint64_t sge_off = 0;
+    for (uint64_t done = 0; done < length;) {
+        const uint64_t n = std::min(kBounce, length - done);
+        if (!o->space.read(buf, wqe.remote_addr + done, n)) {
+            return SRCNIC_ERR_REMOTE_ACCESS;   // the target's memory is gone
+        }
+        for (uint64_t put = 0; put < n;) {
+            const srcnic_sge_t &s = wqe.u.sge[sge];
+            const uint64_t k = std::min(n - put, s.length - sge_off);
+            if (k != 0 && !ctx->owner()->space.write(s.addr + sge_off, buf + put, k)) {
+                return SRCNIC_ERR_INVALID_ADDR;   // the requester's own buffer is not mapped
+            }
+            put += k;
+            sge_off += k;
+            if (sge_off == s.length) {
+                ++sge;
+                sge_off = 0;
+            }
+        }
+        done += n;
+    }
+    return SRCNIC_OK;
 }
 
 bool Nic::cancelled_in_ring(QpContext *qp, const srcnic_wqe_t &wqe, uint32_t position)

@@ -4,7 +4,9 @@
 #include "core/log.h"
 #include "nic/nic.h"
 
+#include <cerrno>
 #include <new>
+#include <sys/uio.h>
 
 namespace srcnic {
 
@@ -54,6 +56,9 @@ void QpContext::complete(const srcnic_cqe_t &cqe)
     if (owed_ != 0) {
         --owed_;
     }
+    if (cqe.opcode == SRCNIC_OP_WRITE && writes_ != 0) {
+        --writes_;
+    }
     if (!cq_.push(cqe)) {
         faulted_ = true;
         return;
@@ -86,6 +91,7 @@ void Qp::keep_records()
 {
     const uint32_t n = layout_.sq_size + layout_.rq_size;
     records_.reset(new Record[n]());
+    reads_.reset(new srcnic_wqe_t[n]);
     free_records_.reserve(n);
     for (uint32_t i = n; i-- > 0;) {
         free_records_.push_back(i);
@@ -125,6 +131,10 @@ void Qp::fail_all(srcnic_status_t status)
             r.live = false;
             free_records_.push_back(static_cast<uint32_t>(cqe.wr_id));
             cqe.wr_id = r.wr_id;
+            if (cqe.status == kCqeDirectRead) {
+                cqe.status = fail_status_;   // (not copied: it fails with the rest)
+                cqe.imm = 0;
+            }
             local_cq_.push_back(cqe);
         }
     }
@@ -154,6 +164,9 @@ srcnic_status_t Qp::post_send(const srcnic_wqe_t &wqe)
         }
         srcnic_wqe_t w = wqe;
         w.wr_id = record(wqe.wr_id, wqe.opcode);
+        if (wqe.opcode == SRCNIC_OP_READ) {
+            reads_[w.wr_id] = wqe;
+        }
         sq_.push(w);
     } else {
         sq_.push(wqe);
@@ -181,6 +194,37 @@ srcnic_status_t Qp::post_recv(const srcnic_recv_wqe_t &wqe)
     return SRCNIC_OK;
 }
 
+int16_t Qp::direct_read(uint32_t record, pid_t pid)
+{
+    const srcnic_wqe_t &w = reads_[record];
+    struct iovec local[SRCNIC_WQE_MAX_SGE];
+    const unsigned nsge = w.num_sge <= SRCNIC_WQE_MAX_SGE ? w.num_sge : 0;   // (validated when posted)
+    size_t length = 0;
+    for (unsigned i = 0; i < nsge; ++i) {
+        local[i].iov_base = reinterpret_cast<void *>(w.u.sge[i].addr);
+        local[i].iov_len = w.u.sge[i].length;
+        length += w.u.sge[i].length;
+    }
+    if (length == 0) {
+        return SRCNIC_OK;
+    }
+    struct iovec remote = {reinterpret_cast<void *>(w.remote_addr), length};
+    const ssize_t n = process_vm_readv(pid, local, nsge, &remote, 1, 0);
+    if (n == static_cast<ssize_t>(length)) {
+        return SRCNIC_OK;
+    }
+    const int err = n < 0 ? errno : EFAULT;
+    if (err == ESRCH) {
+        return SRCNIC_ERR_UNREACHABLE;   // the target is gone, as if its QP were
+    }
+    if (err == EPERM || err == EACCES) {
+        // The kernel does not let this process read that one (Yama, dumpability, credentials):
+        // the agent copies this READ, and every later one of this process.
+        return static_cast<int16_t>(nic_->read_copy(qpn_, w, err));
+    }
+    return SRCNIC_ERR_REMOTE_ACCESS;   // a range not mapped there (freed since) or here
+}
+
 unsigned Qp::poll_cq(srcnic_cqe_t *cqes, unsigned max)
 {
     unsigned n = 0;
@@ -196,6 +240,13 @@ unsigned Qp::poll_cq(srcnic_cqe_t *cqes, unsigned max)
             const uint64_t i = cqes[n].wr_id;
             if (i >= layout_.sq_size + layout_.rq_size || !records_[i].live) {
                 continue;   // (the agent never writes one)
+            }
+            if (__builtin_expect(cqes[n].status == kCqeDirectRead, 0)) {
+                if (records_[i].opcode != SRCNIC_OP_READ) {
+                    continue;   // (the agent never writes one)
+                }
+                cqes[n].status = direct_read(static_cast<uint32_t>(i), static_cast<pid_t>(cqes[n].imm));
+                cqes[n].imm = 0;
             }
             records_[i].live = false;
             free_records_.push_back(static_cast<uint32_t>(i));

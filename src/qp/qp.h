@@ -38,6 +38,12 @@ inline srcnic_cqe_t make_cqe(uint64_t wr_id, int16_t status, uint8_t opcode, uin
     return srcnic_cqe_t{wr_id, status, opcode, 0, byte_len, imm, src_qpn, src_peer, 0};
 }
 
+// The status of the completion of a READ that the agent checked and leaves to the process to
+// copy (agent/proto.h, SharedHeader::direct_reads): its imm is the target process's PID. The
+// process's end of the QP makes the copy and completes the READ with its outcome, so that
+// this status never reaches a caller of srcnic_poll_cq.
+constexpr int16_t kCqeDirectRead = 0x4452;
+
 // OK, or INVALID_PARAM for a WQE no NIC executes: an unknown opcode or flag, an inline payload
 // on a READ or longer than SRCNIC_WQE_INLINE_MAX, more than SRCNIC_WQE_MAX_SGE entries, or more
 // than max_msg bytes.
@@ -70,6 +76,10 @@ struct Owner {
                                 // validated every entry: the NIC need not check them again
     bool notify_pending = false; // completions written since the agent last woke it (agent)
     void *user = nullptr;       // the agent's record of the process
+    // Agent: the process's flag (SharedHeader::direct_reads) when it shares the agent's PID
+    // numbering, else nullptr: READs between two such processes, while the requester's flag
+    // is set, are copied by the requester itself.
+    const std::atomic<uint32_t> *direct_reads = nullptr;
 };
 
 // A large WRITE or READ the requester is cutting into chunks (requester.cc): the WQE, taken
@@ -106,6 +116,10 @@ public:
     bool can_take() const { return owed_ + cq_.used() < cq_.size(); }
     // A work request was taken: its completion is owed.
     void took() { ++owed_; }
+    // A WRITE was taken (its completion, by opcode, ends it): a READ the requester would copy
+    // itself waits until none is outstanding, so that it never reads past an earlier WRITE.
+    void took_write() { ++writes_; }
+    uint32_t writes_outstanding() const { return writes_; }
     // Writes the completion of a taken work request. Room was reserved when it was taken; a
     // host that corrupted the ring's counters loses the completion and faults its QP.
     void complete(const srcnic_cqe_t &cqe);
@@ -131,6 +145,7 @@ private:
     RingReader<srcnic_recv_wqe_t> rq_;
     RingWriter<srcnic_cqe_t> cq_;
     uint32_t owed_ = 0;      // work requests taken and not yet completed
+    uint32_t writes_ = 0;    // of them, WRITEs
     bool faulted_ = false;
     ChunkCursor cursor_;
     std::vector<Cancel> cancels_;
@@ -168,6 +183,9 @@ private:
         uint8_t opcode;     // of its completion
         bool live;
     };
+    // A READ completed kCqeDirectRead: copies it from process pid (read_ holds the WQE) and
+    // returns its status.
+    int16_t direct_read(uint32_t record, pid_t pid);
     // Takes a record for wr_id; its index, or UINT32_MAX if none is free (cannot happen while
     // outstanding work is bounded by the rings).
     uint32_t record(uint64_t wr_id, uint8_t opcode);
@@ -184,6 +202,7 @@ private:
     uint32_t sends_outstanding_ = 0; // send WQEs posted and not yet polled (<= sq size)
     uint32_t recvs_outstanding_ = 0; // receive WQEs posted and not yet polled (<= rq size)
     std::unique_ptr<Record[]> records_;   // keep_records(): sq + rq of them, else null
+    std::unique_ptr<srcnic_wqe_t[]> reads_;   // keep_records(): the READ WQE of each send record
     std::vector<uint32_t> free_records_;
     std::deque<srcnic_cqe_t> local_cq_;   // completions this end wrote (fail_all)
     int16_t fail_status_ = 0;             // fail_all's status, 0 while the NIC end lives

@@ -185,6 +185,30 @@ public:
     const std::string &socket() const { return socket_; }
     pid_t pid() const { return pid_; }
 
+    // Stops the agent (SIGSTOP) and returns once it is stopped, so that work posted meanwhile
+    // is found by one pass when resume() lets it go on; false if it did not stop within 10 s.
+    bool pause() const
+    {
+        ::kill(pid_, SIGSTOP);
+        const uint64_t start = now_ns();
+        const std::string stat = "/proc/" + std::to_string(pid_) + "/stat";
+        while (seconds_since(start) < 10.0) {
+            char buf[512] = "";
+            FILE *f = std::fopen(stat.c_str(), "r");
+            const size_t n = f != nullptr ? std::fread(buf, 1, sizeof(buf) - 1, f) : 0;
+            if (f != nullptr) {
+                std::fclose(f);
+            }
+            const char *paren = std::strrchr(buf, ')');   // "pid (comm) STATE ..."
+            if (n != 0 && paren != nullptr && paren[1] == ' ' && paren[2] == 'T') {
+                return true;
+            }
+            usleep(100);
+        }
+        return false;
+    }
+    void resume() const { ::kill(pid_, SIGCONT); }
+
     // Starts srcd in the foreground and waits until it answers; before_exec runs in the child
     // just before it execs srcd (a seccomp filter, a change of user).
     bool start(const std::function<void()> &before_exec = nullptr, double seconds = 20.0)

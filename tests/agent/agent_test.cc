@@ -194,6 +194,23 @@ std::string reach(const Child &server, const srcnic_attach_config_t &config, Att
     return e;
 }
 
+// From now on the kernel refuses this process cross-memory attach (process_vm_readv and
+// process_vm_writev fail EPERM, everything else is allowed), as ptrace_scope 3, another user
+// or a container's seccomp profile would; true if the filter is in place.
+bool refuse_cross_memory_attach()
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+    };
+    struct sock_fprog prog = {static_cast<unsigned short>(sizeof(f) / sizeof(f[0])), f};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+           prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+}
+
 class AgentTest : public ::testing::Test {
 protected:
     void SetUp() override { ASSERT_TRUE(agent_.start()) << "srcd did not start"; }
@@ -472,6 +489,149 @@ TEST_F(AgentTest, rdma__served_while_the_target_never_progresses)
     ASSERT_EQ(SRCNIC_OK, s);
     const uint32_t seed = 6;
     target.chan().send(seed);
+    EXPECT_EQ("", target.join());
+}
+
+// A READ of another process of the agent is checked by the agent and copied by the requester
+// itself (one process_vm_readv): every size and a scatter list verified byte for byte, a bad key
+// refused, a READ behind a WRITE of the same QP left to the agent (so that it reads what the WRITE
+// placed), and a process attached with direct_reads 0 served by the agent.
+TEST_F(AgentTest, rdma__reads_between_processes_are_copied_by_the_requester)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    const size_t max = kSizes.back();
+    Child target(region_server(config, max, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE,
+                               0, true));
+    Attached a;
+    PeerInfo p;
+    srcnic_dest_t dest;
+    ASSERT_EQ("", reach(target, config, &a, &p, &dest)) << target.join();
+    auto direct = [&] { return srcnic_nic_counter(a.nic, SRCNIC_CNT_DIRECT_READS); };
+    std::vector<uint8_t> out(max), in(max);
+    srcnic_status_t s;
+    const uint64_t before = direct();
+    for (uint32_t len : kSizes) {
+        fill(out.data(), len, len + 3);
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 1, out.data(), len, p.region, p.rkey), &s));
+        ASSERT_EQ(SRCNIC_OK, s) << "WRITE " << len;
+        std::memset(in.data(), 0xee, len);
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, dest, 2, in.data(), len, p.region, p.rkey), &s));
+        ASSERT_EQ(SRCNIC_OK, s) << "READ " << len;
+        EXPECT_TRUE(check(in.data(), len, len + 3)) << "READ " << len << " read wrong bytes";
+    }
+    EXPECT_EQ(before + kSizes.size(), direct()) << "every READ copied by the requester";
+
+    // Into three scatter entries (one empty), from an offset into the region.
+    std::vector<uint8_t> s1(1000), s3(70001);
+    srcnic_wqe_t w = wqe(SRCNIC_OP_READ, dest, 3, s1.data(), 1000, p.region + 5, p.rkey);
+    w.num_sge = 3;
+    w.u.sge[1] = srcnic_sge_t{reinterpret_cast<uint64_t>(in.data()), 0, 0};
+    w.u.sge[2] = srcnic_sge_t{reinterpret_cast<uint64_t>(s3.data()), 70001, 0};
+    ASSERT_EQ("", a.run(w, &s));
+    ASSERT_EQ(SRCNIC_OK, s);
+    std::vector<uint8_t> want(max);
+    fill(want.data(), max, max + 3);   // what the last WRITE left there
+    EXPECT_EQ(0, std::memcmp(s1.data(), want.data() + 5, 1000));
+    EXPECT_EQ(0, std::memcmp(s3.data(), want.data() + 1005, 70001));
+
+    // A key the region does not have: refused by the agent's check, nothing read.
+    const uint64_t direct_before_bad = direct();
+    std::memset(in.data(), 0xee, 4096);
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, dest, 4, in.data(), 4096, p.region, p.rkey ^ 0x100), &s));
+    EXPECT_EQ(SRCNIC_ERR_REMOTE_ACCESS, s);
+    EXPECT_EQ(std::vector<uint8_t>(4096, 0xee), std::vector<uint8_t>(in.begin(), in.begin() + 4096));
+    EXPECT_EQ(direct_before_bad, direct());
+
+    // READs posted right behind a WRITE of the region, both found by one pass of the agent (it
+    // is stopped while they are posted): each reads what its WRITE placed, left to the agent,
+    // which keeps the QP's order, while the WRITE is outstanding.
+    constexpr uint32_t kPairLen = 65536;
+    const uint64_t direct_before_pairs = direct();
+    for (uint32_t i = 0; i < 100; ++i) {
+        fill(out.data(), kPairLen, 1000 + i);
+        srcnic_wqe_t wr = wqe(SRCNIC_OP_WRITE, dest, 5, out.data(), kPairLen, p.region, p.rkey);
+        srcnic_wqe_t rd = wqe(SRCNIC_OP_READ, dest, 6, in.data(), kPairLen, p.region, p.rkey);
+        ASSERT_TRUE(agent_.pause());
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &wr));
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &rd));
+        srcnic_nic_transmit(a.nic);
+        agent_.resume();
+        for (int k = 0; k < 2; ++k) {
+            srcnic_cqe_t cqe;
+            ASSERT_TRUE(a.poll(&cqe));
+            ASSERT_EQ(SRCNIC_OK, cqe.status) << "request " << cqe.wr_id;
+        }
+        ASSERT_TRUE(check(in.data(), kPairLen, 1000 + i)) << "READ " << i << " passed the WRITE before it";
+    }
+    EXPECT_EQ(direct_before_pairs, direct()) << "a READ behind an outstanding WRITE was left to the requester";
+    fill(out.data(), max, 9);
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 1, out.data(), max, p.region, p.rkey), &s));
+    ASSERT_EQ(SRCNIC_OK, s);
+
+    // A process that asked the agent to copy its READs.
+    srcnic_attach_config_t agent_copies = config;
+    agent_copies.direct_reads = 0;
+    Attached b;
+    ASSERT_EQ("", b.open(agent_copies));
+    srcnic_dest_t bdest;
+    ASSERT_EQ(SRCNIC_OK, srcnic_dest_create(b.nic, &p.addr, p.qpn, &bdest));
+    const uint64_t direct_before_b = direct();
+    std::memset(in.data(), 0, max);
+    ASSERT_EQ("", b.run(wqe(SRCNIC_OP_READ, bdest, 7, in.data(), max, p.region, p.rkey), &s));
+    ASSERT_EQ(SRCNIC_OK, s);
+    EXPECT_TRUE(check(in.data(), max, 9));
+    EXPECT_EQ(direct_before_b, direct());
+
+    const uint32_t seed = 9;
+    target.chan().send(seed);
+    EXPECT_EQ("", target.join());
+}
+
+// Where the kernel refuses the requester the copy (here a seccomp profile, as another user or
+// ptrace_scope would), the agent copies that READ, says so once, and copies every later one.
+TEST_F(AgentTest, rdma__a_read_the_kernel_refuses_the_requester_is_copied_by_the_agent)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    constexpr size_t kLen = 1 << 20;
+    Child target(region_server(config, kLen, SRCNIC_ACCESS_REMOTE_READ, 4, false));
+    PeerInfo p;
+    ASSERT_TRUE(target.chan().recv(&p)) << target.join();
+    Child requester([&](const Channel &) -> std::string {
+        Attached a;
+        srcnic_dest_t dest;
+        std::string e = a.open(config);
+        if (!e.empty()) {
+            return e;
+        }
+        if (srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest) != SRCNIC_OK) {
+            return "dest_create";
+        }
+        if (!refuse_cross_memory_attach()) {
+            return "seccomp";
+        }
+        std::vector<uint8_t> buf(kLen);
+        for (uint64_t i = 0; i < 3; ++i) {
+            std::memset(buf.data(), 0, kLen);
+            srcnic_status_t s;
+            e = a.run(wqe(SRCNIC_OP_READ, dest, i, buf.data(), kLen, p.region, p.rkey), &s);
+            if (!e.empty() || s != SRCNIC_OK) {
+                return "READ " + std::to_string(i) + ": " + e + srcnic_status_string(s);
+            }
+            if (!check(buf.data(), kLen, 4)) {
+                return "READ " + std::to_string(i) + " read wrong bytes";
+            }
+        }
+        const uint64_t direct = srcnic_nic_counter(a.nic, SRCNIC_CNT_DIRECT_READS);
+        const uint64_t copied = srcnic_nic_counter(a.nic, SRCNIC_CNT_DIRECT_READ_COPIES);
+        if (direct != 1 || copied != 1) {
+            return "left to the requester " + std::to_string(direct) + " times, copied by the agent " +
+                   std::to_string(copied) + " (expected once each: later READs go the agent's way)";
+        }
+        return "";
+    });
+    EXPECT_EQ("", requester.join());
+    const uint32_t done = 1;
+    target.chan().send(done);
     EXPECT_EQ("", target.join());
 }
 
@@ -835,19 +995,7 @@ TEST_F(AgentTest, isolation__another_user_is_refused)
 TEST_F(AgentTest, isolation__cross_memory_attach_impossible_is_explained)
 {
     AgentProcess confined;
-    ASSERT_TRUE(confined.start([] {
-        // EPERM for process_vm_readv and process_vm_writev, everything else allowed.
-        struct sock_filter f[] = {
-            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
-            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-        };
-        struct sock_fprog prog = {static_cast<unsigned short>(sizeof(f) / sizeof(f[0])), f};
-        prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
-    }));
+    ASSERT_TRUE(confined.start([] { refuse_cross_memory_attach(); }));
     srcnic_attach_config_t c = confined.attach_config();
     srcnic_nic_t *nic = nullptr;
     char why[256] = "";

@@ -66,5 +66,10 @@ fi
 "$srcctl" -s "$sock"
 conns=$("$srcctl" -s "$sock" --json | sed -n 's/.*"connections":\([0-9]*\).*/\1/p')
 [ "$conns" -le 2 ] || fail "the agent holds $conns connections for traffic among its own processes"
+# The gets between processes of the agent (rendezvous, get_zcopy) were copied by the processes
+# themselves, the agent checking each (UCX_SRC_AGENT_DIRECT_READ, on by default).
+direct=$("$srcctl" -s "$sock" --json | sed -n 's/.*"DIRECT_READS":\([0-9]*\).*/\1/p')
+[ "${direct:-0}" -gt 0 ] || fail "no READ between the agent's processes was copied by its requester"
+echo "READs copied by their requesters: $direct"
 echo "PASS: UCT suite, ucx_perftest, UCP client/server and MPI jobs on the node agent"
 exit 0
