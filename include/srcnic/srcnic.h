@@ -266,7 +266,7 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(DROP_DC_STALE,       "drop: DC packet of a stream with no target context, none to resume, and not its first PSN") \
     _(ACTIVE_WAITS,        "requests left in their send queue a pass: max_active connections were busy") \
     _(DIRECT_READS,        "READs between two processes of one agent that the requester copied itself") \
-    _(DIRECT_READ_COPIES,  "of them, copied by the agent: the kernel refused the requester the copy")
+    _(DIRECT_READ_COPIES,  "pieces (up to 256 KiB) of them copied by the agent: the kernel refused the requester")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,
@@ -345,7 +345,10 @@ SRCNIC_API void srcnic_mr_dereg(srcnic_mr_t *mr);
  * for the process's memory. After srcnic_mr_dereg() and this call on every NIC that serves the
  * region's protection domain, the memory may be freed. Calls on nic must be serialized with its
  * progress as usual. An attached NIC asks its agent (one round trip): CONNECTION_RESET if the
- * agent is gone, which touches nothing any more either. */
+ * agent is gone, which touches nothing any more either. One exception: a READ by another
+ * process of the same agent that copies its READs itself (direct_reads) was checked when the
+ * agent took it and is copied when that process polls, possibly after this call; it only reads,
+ * into that process's own buffer (direct_reads 0 in the reader closes the exception). */
 SRCNIC_API srcnic_status_t srcnic_nic_fence_memory(srcnic_nic_t *nic);
 
 /* --- destinations ---------------------------------------------------------------------- */

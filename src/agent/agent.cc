@@ -61,6 +61,16 @@ int ptrace_scope()
     return scope;
 }
 
+// Whether process pid is in the agent's own PID namespace (so that the PIDs the agent hands out
+// name the same processes there).
+bool same_pid_namespace(pid_t pid)
+{
+    struct stat mine, theirs;
+    const std::string path = "/proc/" + std::to_string(pid) + "/ns/pid";
+    return stat("/proc/self/ns/pid", &mine) == 0 && stat(path.c_str(), &theirs) == 0 &&
+           mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+}
+
 // A descriptor the process handed over is a memfd sealed against resizing, of at least `bytes`.
 bool sealed_memfd(int fd, size_t bytes, std::string *why)
 {
@@ -574,7 +584,10 @@ void Agent::handle_attach(Client *c, const AttachRequest &req, const int *fds, u
     c->owner.trusted = false;
     // Direct READs name the target by its PID: only between processes that number PIDs as the
     // agent does (one PID namespace; a process in another reports another getpid()).
-    c->owner.direct_reads = req.pid == static_cast<uint32_t>(c->pid) ? &c->hdr->direct_reads : nullptr;
+    if (req.pid == static_cast<uint32_t>(c->pid) && same_pid_namespace(c->pid)) {
+        c->owner.direct_reads = &c->hdr->direct_reads;
+        c->owner.direct_copied = &c->hdr->direct_copied;
+    }
     c->engine = engine;
     ++engine->clients;
     c->attached = true;

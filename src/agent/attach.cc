@@ -5,6 +5,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -505,16 +506,51 @@ srcnic_status_t AttachedNic::read_copy(uint32_t qpn, const srcnic_wqe_t &wqe, in
                         "with the target allowing it, and one user)",
                         std::strerror(err));
     }
+    // In pieces of at most kReadCopyMax, each a round trip: the agent's other processes wait
+    // while it copies one.
     ReadCopyRequest req = {};
     req.hdr.type = static_cast<uint32_t>(MsgType::kReadCopy);
     req.hdr.length = sizeof(req);
     req.qpn = qpn;
-    req.wqe = wqe;
-    MsgHeader reply = {};
-    if (!call(&req, sizeof(req), MsgType::kReadCopyReply, &reply, sizeof(reply))) {
-        return SRCNIC_ERR_CONNECTION_RESET;
-    }
-    return static_cast<srcnic_status_t>(reply.status);
+    const uint64_t length = wqe_length(wqe);
+    unsigned sge = 0;
+    uint64_t sge_off = 0;
+    uint64_t done = 0;
+    do {
+        const uint64_t n = std::min<uint64_t>(kReadCopyMax, length - done);
+        req.wqe = wqe;
+        req.wqe.remote_addr = wqe.remote_addr + done;
+        req.wqe.num_sge = 0;
+        for (uint64_t put = 0; put < n;) {   // the scatter entries' bytes [done, done + n)
+            const srcnic_sge_t &s = wqe.u.sge[sge];
+            const uint64_t k = std::min<uint64_t>(n - put, s.length - sge_off);
+            if (k != 0) {
+                req.wqe.u.sge[req.wqe.num_sge++] =
+                    srcnic_sge_t{s.addr + sge_off, static_cast<uint32_t>(k), 0};
+            }
+            put += k;
+            sge_off += k;
+            if (sge_off == s.length) {
+                ++sge;
+                sge_off = 0;
+            }
+        }
+        MsgHeader reply = {};
+        if (!call(&req, sizeof(req), MsgType::kReadCopyReply, &reply, sizeof(reply))) {
+            return SRCNIC_ERR_CONNECTION_RESET;
+        }
+        if (reply.status != SRCNIC_OK) {
+            return static_cast<srcnic_status_t>(reply.status);
+        }
+        done += n;
+    } while (done < length);
+    return SRCNIC_OK;
+}
+
+void AttachedNic::read_copied()
+{
+    hdr_->direct_copied.fetch_add(1, std::memory_order_release);
+    doorbell();   // (if it sleeps, the agent did not count this QP's later requests as work)
 }
 
 bool AttachedNic::stats(StatsReply *reply) const

@@ -56,6 +56,7 @@ public:
     // pass that may have been between a key check and its access ended, with the write-behind.
     srcnic_status_t fence_memory() override;
     srcnic_status_t read_copy(uint32_t qpn, const srcnic_wqe_t &wqe, int err) override;
+    void read_copied() override;
 
     bool dead() const { return dead_; }
     pid_t agent_pid() const { return agent_pid_; }

@@ -58,6 +58,11 @@ struct SharedHeader {
     // shares the agent's PID numbering: AttachRequest::pid), cleared by it when the kernel
     // refuses it such a copy; it then asks the agent for that one (kReadCopy).
     alignas(64) std::atomic<uint32_t> direct_reads{0};
+    // Direct READs the process has finished with (copied, or failed): written by the process
+    // after each. While it is behind the number the agent handed out, the agent takes no other
+    // request of the process's QPs than READs, so that no later WRITE or SEND is placed before
+    // a READ posted ahead of it has read (RC order).
+    alignas(64) std::atomic<uint32_t> direct_copied{0};
 };
 static_assert(sizeof(SharedHeader) <= kHeaderBytes, "the header fits its page");
 

@@ -285,7 +285,7 @@ srcnic_status_t Nic::arm()
         if (q.ctx == nullptr) {
             continue;
         }
-        if ((!q.ctx->sq().empty() && q.ctx->can_take()) ||
+        if ((!q.ctx->sq().empty() && q.ctx->can_take() && !q.ctx->head_held()) ||
             (q.ctx->owner() == &own_ && !q.ctx->cq_empty())) {
             return SRCNIC_ERR_BUSY;
         }

@@ -79,6 +79,9 @@ struct srcnic_nic {
         (void)qpn, (void)wqe, (void)err;
         return SRCNIC_ERR_UNSUPPORTED;
     }
+    // Attachment: this process is done with one such READ (copied, or failed), so the agent
+    // may take its QPs' later requests (SharedHeader::direct_copied).
+    virtual void read_copied() {}
 };
 
 struct srcnic_pd {
@@ -111,6 +114,9 @@ constexpr uint64_t kAskedAckSlackNs = 100 * 1000;
 // transmit() calls with nothing activated between two checks of the connections' timers (RTO,
 // delayed ack, RNR back-off): they are late by at most this many polls.
 constexpr uint32_t kTxTimerCalls = 8;
+// Largest READ, or piece of one, the agent copies for a process in one request (copy_read): its
+// other processes wait meanwhile, some 25-50 µs.
+constexpr uint64_t kReadCopyMax = 256 * 1024;
 // Message descriptors the requester leaves for the responder's answers.
 constexpr unsigned kAnswerReserve = 16;
 // A WRITE or READ longer than this goes as chunks of about this many bytes (whole packets of its
@@ -187,9 +193,10 @@ public:
     // into it is refused, and its number is never reused by the next QP in its slot.
     void qp_detach(QpContext *ctx);
     unsigned qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag);
-    // A READ (wqe, as posted on ctx) the agent left to its process to copy and the kernel did
-    // not let it: checked again as any READ, then copied here from the target's memory into the
-    // requester's, through a bounce buffer (agent: kReadCopy). Returns the READ's status.
+    // A READ (wqe, as posted on ctx, or a piece of one of at most kReadCopyMax bytes) the agent
+    // left to its process to copy and the kernel did not let it: checked again as any READ,
+    // then copied here from the target's memory into the requester's, through a bounce buffer
+    // (agent: kReadCopy). Returns its status.
     srcnic_status_t copy_read(QpContext *ctx, const srcnic_wqe_t &wqe);
     // Serve QPs of several owners, each with its job key (the agent): the header stage accepts
     // any key, and a request reaches only a QP whose owner's key it carries (PROTOCOL.md §4).
@@ -314,6 +321,12 @@ private:
     Connection *self_receiver(uint32_t sender);
     // The remote NIC c names (its address, incarnation and secret).
     PeerNic &peer_of(Connection *c) { return c->dc_slot ? dc_of(c)->peer_nic : peer_nics_[c->peer]; }
+    // c goes to this NIC itself (Connection::self is set only once it received).
+    bool to_self(const Connection *c) const
+    {
+        const PeerNic &p = peer_of(c);
+        return p.addr == self_addr_ && p.nic == addr_.incarnation;
+    }
     const PeerNic &peer_of(const Connection *c) const
     {
         return c->dc_slot ? dc_of(c)->peer_nic : peer_nics_[c->peer];

@@ -93,6 +93,10 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);
                 break;
             }
+            if (__builtin_expect(m->wqe.opcode != SRCNIC_OP_READ && qp->owner()->copies_pending(), 0)) {
+                msg_free(m);   // behind a READ its process has yet to copy (direct_read)
+                break;
+            }
             // Where it goes; a request waiting for a DCI stays in the ring, and the QP's later
             // requests behind it (their order is kept).
             srcnic_status_t status = SRCNIC_OK;
@@ -136,7 +140,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 continue;
             }
             const uint64_t length = wqe_length(wqe);
-            if (__builtin_expect(c->self, 0) && wqe.opcode == SRCNIC_OP_READ && direct_read(qp, wqe, length)) {
+            if (__builtin_expect(wqe.opcode == SRCNIC_OP_READ, 0) && to_self(c) && direct_read(qp, wqe, length)) {
                 msg_free(m);
                 continue;
             }
@@ -186,7 +190,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
 bool Nic::direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length)
 {
     const Owner *req = qp->owner();
-    if (req->direct_reads == nullptr || req->direct_reads->load(std::memory_order_relaxed) == 0 ||
+    if (req->direct_reads == nullptr || req->direct_copied == nullptr || req->direct_reads->load(std::memory_order_relaxed) == 0 ||
         qp->writes_outstanding() != 0) {
         return false;   // (RC order: a READ sees what the QP's earlier WRITEs placed)
     }
@@ -200,6 +204,7 @@ bool Nic::direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length)
         return false;
     }
     count(SRCNIC_CNT_DIRECT_READS);
+    ++qp->owner()->direct_handed;
     qp->complete(make_cqe(wqe.wr_id, kCqeDirectRead, SRCNIC_OP_READ, static_cast<uint32_t>(length),
                           static_cast<uint32_t>(o->space.pid())));
     return true;
@@ -211,7 +216,12 @@ srcnic_status_t Nic::copy_read(QpContext *ctx, const srcnic_wqe_t &wqe)
         (wqe.flags & SRCNIC_WQE_FLAG_INLINE)) {
         return SRCNIC_ERR_INVALID_PARAM;
     }
+    // At most kReadCopyMax a request: the agent's other processes wait while it copies (the
+    // process asks for a longer READ in pieces).
     const uint64_t length = wqe_length(wqe);
+    if (length > kReadCopyMax) {
+        return SRCNIC_ERR_INVALID_PARAM;
+    }
     QpContext *target = qp_by_num(wqe.dest.qpn);
     if (target == nullptr || (several_owners_ && target->owner()->job_key != ctx->owner()->job_key)) {
         count(SRCNIC_CNT_NO_SUCH_QP);
@@ -223,34 +233,22 @@ srcnic_status_t Nic::copy_read(QpContext *ctx, const srcnic_wqe_t &wqe)
         return SRCNIC_ERR_REMOTE_ACCESS;
     }
     count(SRCNIC_CNT_DIRECT_READ_COPIES);
-    // Through a bounce buffer of 256 KiB: no cross-memory call is much longer than the 50 µs
-    // the agent's other processes can wait for it.
-    constexpr uint64_t kBounce = 256 * 1024;
-    if (copy_bounce_.size() < kBounce) {
-        copy_bounce_.resize(kBounce);
+    // Through a bounce buffer: one cross-memory call out of the target, one per scatter entry
+    // into the requester.
+    if (copy_bounce_.size() < kReadCopyMax) {
+        copy_bounce_.resize(kReadCopyMax);
     }
     uint8_t *buf = copy_bounce_.data();
-    unsigned sge = 0;
-    uint64_t sge_off = 0;
-    for (uint64_t done = 0; done < length;) {
-        const uint64_t n = std::min(kBounce, length - done);
-        if (!o->space.read(buf, wqe.remote_addr + done, n)) {
-            return SRCNIC_ERR_REMOTE_ACCESS;   // the target's memory is gone
+    if (!o->space.read(buf, wqe.remote_addr, length)) {
+        return SRCNIC_ERR_REMOTE_ACCESS;   // the target's memory is gone
+    }
+    uint64_t put = 0;
+    for (unsigned i = 0; i < wqe.num_sge; ++i) {
+        const srcnic_sge_t &s = wqe.u.sge[i];
+        if (s.length != 0 && !ctx->owner()->space.write(s.addr, buf + put, s.length)) {
+            return SRCNIC_ERR_INVALID_ADDR;   // the requester's own buffer is not mapped
         }
-        for (uint64_t put = 0; put < n;) {
-            const srcnic_sge_t &s = wqe.u.sge[sge];
-            const uint64_t k = std::min(n - put, s.length - sge_off);
-            if (k != 0 && !ctx->owner()->space.write(s.addr + sge_off, buf + put, k)) {
-                return SRCNIC_ERR_INVALID_ADDR;   // the requester's own buffer is not mapped
-            }
-            put += k;
-            sge_off += k;
-            if (sge_off == s.length) {
-                ++sge;
-                sge_off = 0;
-            }
-        }
-        done += n;
+        put += s.length;
     }
     return SRCNIC_OK;
 }

@@ -242,11 +242,15 @@ unsigned Qp::poll_cq(srcnic_cqe_t *cqes, unsigned max)
                 continue;   // (the agent never writes one)
             }
             if (__builtin_expect(cqes[n].status == kCqeDirectRead, 0)) {
-                if (records_[i].opcode != SRCNIC_OP_READ) {
-                    continue;   // (the agent never writes one)
+                const bool read = records_[i].opcode == SRCNIC_OP_READ;   // (else never written)
+                if (read) {
+                    cqes[n].status = direct_read(static_cast<uint32_t>(i), static_cast<pid_t>(cqes[n].imm));
+                    cqes[n].imm = 0;
                 }
-                cqes[n].status = direct_read(static_cast<uint32_t>(i), static_cast<pid_t>(cqes[n].imm));
-                cqes[n].imm = 0;
+                nic_->read_copied();   // the agent may take this QP's later requests
+                if (!read || !records_[i].live) {
+                    continue;   // (not live: the agent went away in read_copy, and fail_all
+                }               // completed it with the rest)
             }
             records_[i].live = false;
             free_records_.push_back(static_cast<uint32_t>(i));

@@ -80,6 +80,15 @@ struct Owner {
     // numbering, else nullptr: READs between two such processes, while the requester's flag
     // is set, are copied by the requester itself.
     const std::atomic<uint32_t> *direct_reads = nullptr;
+    // Of those READs, how many were handed to it and how many it finished with
+    // (SharedHeader::direct_copied): while they differ its QPs' other requests wait.
+    uint32_t direct_handed = 0;
+    const std::atomic<uint32_t> *direct_copied = nullptr;
+    bool copies_pending() const
+    {
+        return direct_copied != nullptr &&
+               direct_copied->load(std::memory_order_acquire) != direct_handed;
+    }
 };
 
 // A large WRITE or READ the requester is cutting into chunks (requester.cc): the WQE, taken
@@ -116,6 +125,13 @@ public:
     bool can_take() const { return owed_ + cq_.used() < cq_.size(); }
     // A work request was taken: its completion is owed.
     void took() { ++owed_; }
+    // The oldest request waits for its process to copy a READ handed to it (Owner::
+    // copies_pending): not work the NIC can do now.
+    bool head_held() const
+    {
+        srcnic_wqe_t w;
+        return owner_->copies_pending() && sq_.peek(&w) && w.opcode != SRCNIC_OP_READ;
+    }
     // A WRITE was taken (its completion, by opcode, ends it): a READ the requester would copy
     // itself waits until none is outstanding, so that it never reads past an earlier WRITE.
     void took_write() { ++writes_; }

@@ -568,6 +568,40 @@ TEST_F(AgentTest, rdma__reads_between_processes_are_copied_by_the_requester)
     ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 1, out.data(), max, p.region, p.rkey), &s));
     ASSERT_EQ(SRCNIC_OK, s);
 
+    // A WRITE posted behind a READ the requester copies itself waits for that copy: the READ
+    // reads what was there before, however long the requester takes to poll (here the agent
+    // takes both in one pass, and the process polls 20 ms after the READ was handed to it).
+    {
+        const uint64_t handed = direct();
+        fill(out.data(), kPairLen, 55);
+        srcnic_wqe_t rd = wqe(SRCNIC_OP_READ, dest, 7, in.data(), kPairLen, p.region, p.rkey);
+        srcnic_wqe_t wr = wqe(SRCNIC_OP_WRITE, dest, 8, out.data(), kPairLen, p.region, p.rkey);
+        ASSERT_TRUE(agent_.pause());
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &rd));
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &wr));
+        srcnic_nic_transmit(a.nic);
+        agent_.resume();
+        const uint64_t start = now_ns();
+        while (json_number(agent_.status(), "DIRECT_READS") != static_cast<long long>(handed + 1) &&
+               seconds_since(start) < kWait) {
+            usleep(1000);
+        }
+        usleep(20000);   // (time for a WRITE taken behind it to land, were it not held)
+        for (int k = 0; k < 2; ++k) {
+            srcnic_cqe_t cqe;
+            ASSERT_TRUE(a.poll(&cqe));
+            ASSERT_EQ(SRCNIC_OK, cqe.status) << "request " << cqe.wr_id;
+        }
+        EXPECT_TRUE(check(in.data(), kPairLen, 9)) << "a WRITE posted after the READ was placed before it read";
+        EXPECT_EQ(handed + 1, direct());
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, dest, 9, in.data(), kPairLen, p.region, p.rkey), &s));
+        EXPECT_TRUE(check(in.data(), kPairLen, 55));
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 1, out.data() + kPairLen, max - kPairLen,
+                                p.region + kPairLen, p.rkey), &s));   // (9 beyond, as before)
+        fill(out.data(), max, 9);
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 1, out.data(), max, p.region, p.rkey), &s));
+    }
+
     // A process that asked the agent to copy its READs.
     srcnic_attach_config_t agent_copies = config;
     agent_copies.direct_reads = 0;
@@ -623,9 +657,11 @@ TEST_F(AgentTest, rdma__a_read_the_kernel_refuses_the_requester_is_copied_by_the
         }
         const uint64_t direct = srcnic_nic_counter(a.nic, SRCNIC_CNT_DIRECT_READS);
         const uint64_t copied = srcnic_nic_counter(a.nic, SRCNIC_CNT_DIRECT_READ_COPIES);
-        if (direct != 1 || copied != 1) {
-            return "left to the requester " + std::to_string(direct) + " times, copied by the agent " +
-                   std::to_string(copied) + " (expected once each: later READs go the agent's way)";
+        // The first READ left to the requester and copied by the agent in 256 KiB pieces; the
+        // later ones the agent's way.
+        if (direct != 1 || copied != kLen / kReadCopyMax) {
+            return "left to the requester " + std::to_string(direct) + " times, pieces copied by the agent " +
+                   std::to_string(copied) + " (expected 1 and " + std::to_string(kLen / kReadCopyMax) + ")";
         }
         return "";
     });
@@ -633,6 +669,87 @@ TEST_F(AgentTest, rdma__a_read_the_kernel_refuses_the_requester_is_copied_by_the
     const uint32_t done = 1;
     target.chan().send(done);
     EXPECT_EQ("", target.join());
+}
+
+// The agent dies while the process asks it to copy a READ the kernel refused it: the READ
+// completes once, with the agent's loss, and the QP goes on completing what is posted later.
+TEST_F(AgentTest, failure__agent_gone_while_asked_to_copy_a_read)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    constexpr size_t kLen = 65536;
+    Child target(region_server(config, kLen, SRCNIC_ACCESS_REMOTE_READ, 4, false));
+    PeerInfo p;
+    ASSERT_TRUE(target.chan().recv(&p)) << target.join();
+    Child requester([&](const Channel &ch) -> std::string {
+        Attached a;
+        srcnic_dest_t dest;
+        std::string e = a.open(config);
+        if (!e.empty()) {
+            return e;
+        }
+        if (srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest) != SRCNIC_OK) {
+            return "dest_create";
+        }
+        if (!refuse_cross_memory_attach()) {
+            return "seccomp";
+        }
+        std::vector<uint8_t> buf(kLen);
+        srcnic_wqe_t w = wqe(SRCNIC_OP_READ, dest, 1, buf.data(), kLen, p.region, p.rkey);
+        if (srcnic_post_send(a.qp, &w) != SRCNIC_OK) {
+            return "post_send";
+        }
+        srcnic_nic_transmit(a.nic);
+        const uint32_t posted = 1;
+        ch.send(posted);
+        uint32_t go;
+        if (!ch.recv(&go)) {
+            return "no word from the test";
+        }
+        // Polled without progress, which would notice the agent's death first.
+        unsigned completions = 0;
+        srcnic_cqe_t cqe;
+        const uint64_t start = now_ns();
+        while (completions == 0 && seconds_since(start) < kWait) {
+            completions += srcnic_poll_cq(a.qp, &cqe, 1);
+        }
+        if (completions == 0 || cqe.wr_id != 1 || cqe.status == SRCNIC_OK) {
+            return completions == 0 ? std::string("the READ never completed")
+                                    : "the READ completed with " +
+                                          std::string(srcnic_status_string(static_cast<srcnic_status_t>(cqe.status))) +
+                                          " once the agent was gone";
+        }
+        for (int i = 0; i < 100; ++i) {
+            if (srcnic_poll_cq(a.qp, &cqe, 1) != 0) {
+                return "a second completion, of request " + std::to_string(cqe.wr_id);
+            }
+        }
+        for (uint64_t i = 10; i < 13; ++i) {   // later requests complete once each
+            w.wr_id = i;
+            if (srcnic_post_send(a.qp, &w) != SRCNIC_OK) {
+                return "post_send after the agent died";
+            }
+        }
+        for (uint64_t i = 10; i < 13; ++i) {
+            if (srcnic_poll_cq(a.qp, &cqe, 1) != 1 || cqe.wr_id != i) {
+                return "request " + std::to_string(i) + " did not complete in turn";
+            }
+        }
+        return srcnic_poll_cq(a.qp, &cqe, 1) == 0 ? "" : "a completion too many";
+    });
+    uint32_t posted;
+    ASSERT_TRUE(requester.chan().recv(&posted)) << requester.join();
+    // The agent handed the READ to the requester (its completion is in the ring); then it dies.
+    const uint64_t start = now_ns();
+    while (json_number(agent_.status(), "DIRECT_READS") != 1 && seconds_since(start) < kWait) {
+        usleep(1000);
+    }
+    ASSERT_EQ(1, json_number(agent_.status(), "DIRECT_READS")) << agent_.status();
+    ASSERT_TRUE(agent_.stop(SIGKILL));
+    const uint32_t go = 1;
+    requester.chan().send(go);
+    EXPECT_EQ("", requester.join());
+    target.chan().send(go);
+    target.join();
 }
 
 // An rkey of one process never opens another's memory, even for a peer that knows both.
