@@ -211,6 +211,21 @@ bool refuse_cross_memory_attach()
            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
 }
 
+// Attaches a, makes *dest to the QP p names, then lets the kernel refuse this process
+// cross-memory attach (refuse_cross_memory_attach); errors as text.
+std::string open_refused(const srcnic_attach_config_t &config, const PeerInfo &p, Attached *a,
+                         srcnic_dest_t *dest)
+{
+    std::string e = a->open(config);
+    if (e.empty() && srcnic_dest_create(a->nic, &p.addr, p.qpn, dest) != SRCNIC_OK) {
+        e = "dest_create";
+    }
+    if (e.empty() && !refuse_cross_memory_attach()) {
+        e = "seccomp";
+    }
+    return e;
+}
+
 class AgentTest : public ::testing::Test {
 protected:
     void SetUp() override { ASSERT_TRUE(agent_.start()) << "srcd did not start"; }
@@ -633,15 +648,9 @@ TEST_F(AgentTest, rdma__a_read_the_kernel_refuses_the_requester_is_copied_by_the
     Child requester([&](const Channel &) -> std::string {
         Attached a;
         srcnic_dest_t dest;
-        std::string e = a.open(config);
+        std::string e = open_refused(config, p, &a, &dest);
         if (!e.empty()) {
             return e;
-        }
-        if (srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest) != SRCNIC_OK) {
-            return "dest_create";
-        }
-        if (!refuse_cross_memory_attach()) {
-            return "seccomp";
         }
         std::vector<uint8_t> buf(kLen);
         for (uint64_t i = 0; i < 3; ++i) {
@@ -683,15 +692,9 @@ TEST_F(AgentTest, failure__agent_gone_while_asked_to_copy_a_read)
     Child requester([&](const Channel &ch) -> std::string {
         Attached a;
         srcnic_dest_t dest;
-        std::string e = a.open(config);
+        std::string e = open_refused(config, p, &a, &dest);
         if (!e.empty()) {
             return e;
-        }
-        if (srcnic_dest_create(a.nic, &p.addr, p.qpn, &dest) != SRCNIC_OK) {
-            return "dest_create";
-        }
-        if (!refuse_cross_memory_attach()) {
-            return "seccomp";
         }
         std::vector<uint8_t> buf(kLen);
         srcnic_wqe_t w = wqe(SRCNIC_OP_READ, dest, 1, buf.data(), kLen, p.region, p.rkey);
