@@ -724,10 +724,13 @@ private:
     bool several_owners_ = false;   // serve_several_owners()
     // The QP request h names, if its sender may reach it: nullptr for a number no QP has, or
     // (several owners) a QP whose owner's job key the request does not carry.
-    QpContext *request_qp(const PacketHeader &h) const
+    QpContext *request_qp(const PacketHeader &h) const { return qp_for(h.dst_qpn, h.job_key); }
+    // QP qpn, if a request carrying job_key may reach it (request_qp; a READ between processes
+    // of the agent, direct_read and copy_read).
+    QpContext *qp_for(uint32_t qpn, uint32_t job_key) const
     {
-        QpContext *qp = qp_by_num(h.dst_qpn);
-        return qp != nullptr && (!several_owners_ || qp->owner()->job_key == h.job_key) ? qp : nullptr;
+        QpContext *qp = qp_by_num(qpn);
+        return qp != nullptr && (!several_owners_ || qp->owner()->job_key == job_key) ? qp : nullptr;
     }
     std::vector<Owner *> notified_; // see notify_completion
     std::vector<uint8_t> copy_bounce_; // copy_read's, allocated on its first use

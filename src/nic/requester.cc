@@ -190,13 +190,12 @@ SRCNIC_HOT unsigned Nic::requester_take()
 bool Nic::direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length)
 {
     const Owner *req = qp->owner();
-    if (req->direct_reads == nullptr || req->direct_copied == nullptr || req->direct_reads->load(std::memory_order_relaxed) == 0 ||
+    if (req->direct_reads == nullptr || req->direct_reads->load(std::memory_order_relaxed) == 0 ||
         qp->writes_outstanding() != 0) {
         return false;   // (RC order: a READ sees what the QP's earlier WRITEs placed)
     }
-    QpContext *target = qp_by_num(wqe.dest.qpn);
-    if (target == nullptr || target->owner()->direct_reads == nullptr ||
-        (several_owners_ && target->owner()->job_key != req->job_key)) {
+    QpContext *target = qp_for(wqe.dest.qpn, req->job_key);
+    if (target == nullptr || target->owner()->direct_reads == nullptr) {
         return false;
     }
     Owner *o = target->owner();
@@ -222,8 +221,8 @@ srcnic_status_t Nic::copy_read(QpContext *ctx, const srcnic_wqe_t &wqe)
     if (length > kReadCopyMax) {
         return SRCNIC_ERR_INVALID_PARAM;
     }
-    QpContext *target = qp_by_num(wqe.dest.qpn);
-    if (target == nullptr || (several_owners_ && target->owner()->job_key != ctx->owner()->job_key)) {
+    QpContext *target = qp_for(wqe.dest.qpn, ctx->owner()->job_key);
+    if (target == nullptr) {
         count(SRCNIC_CNT_NO_SUCH_QP);
         return SRCNIC_ERR_UNREACHABLE;
     }

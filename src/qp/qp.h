@@ -78,7 +78,7 @@ struct Owner {
     void *user = nullptr;       // the agent's record of the process
     // Agent: the process's flag (SharedHeader::direct_reads) when it shares the agent's PID
     // numbering, else nullptr: READs between two such processes, while the requester's flag
-    // is set, are copied by the requester itself.
+    // is set, are copied by the requester itself. Set together with direct_copied.
     const std::atomic<uint32_t> *direct_reads = nullptr;
     // Of those READs, how many were handed to it and how many it finished with
     // (SharedHeader::direct_copied): while they differ its QPs' other requests wait.
