@@ -172,9 +172,12 @@ SRCNIC_HOT unsigned Nic::requester_take()
             default: m->opcode = static_cast<uint8_t>(Opcode::kREAD_REQ); break;
             }
             // (A division only for a message of several packets.)
-            m->npkts = (wqe.opcode == SRCNIC_OP_READ || length <= c->seg_payload)
-                           ? 1
-                           : static_cast<uint32_t>((length + c->seg_payload - 1) / c->seg_payload);
+            if (wqe.opcode == SRCNIC_OP_READ) {
+                m->npkts = 1;   // (its request carries no payload)
+                m->seg = 0;
+            } else {
+                m->cut(c->seg_payload);
+            }
             msg_append(c, m);
             if (__builtin_expect(c->act->chunk_qpn != 0, 0) && c->act->chunk_qpn != qp->qpn()) {
                 c->act->mixed_chunks = kMixedChunks;   // shared with another QP's stream
@@ -322,7 +325,12 @@ void Nic::take_chunk(QpContext *qp)
     k.status = SRCNIC_OK;
     const bool read = k.wqe.opcode == SRCNIC_OP_READ;
     m->opcode = static_cast<uint8_t>(read ? Opcode::kREAD_REQ : Opcode::kWRITE);
-    m->npkts = read ? 1 : static_cast<uint32_t>((chunk + c->seg_payload - 1) / c->seg_payload);
+    if (read) {
+        m->npkts = 1;
+        m->seg = 0;
+    } else {
+        m->cut(c->seg_payload);
+    }
     msg_append(c, m);
     k.next += chunk;
     if (!m->more) {

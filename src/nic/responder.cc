@@ -213,7 +213,7 @@ bool Nic::respond_read(Connection *c, const PacketHeader &h)
     m->kind = TxMsg::Kind::kReadResponse;
     m->opcode = static_cast<uint8_t>(Opcode::kREAD_RESP);
     m->length = h.msg_len;
-    m->npkts = h.msg_len == 0 ? 1 : (h.msg_len + c->seg_payload - 1) / c->seg_payload;
+    m->cut(c->seg_payload);
     m->owner = qp->owner();
     m->job_key = h.job_key;
     m->src_addr = h.addr;
@@ -256,7 +256,7 @@ bool Nic::answer_error(Connection *c, const PacketHeader &h, srcnic_status_t sta
     m->job_key = h.job_key;
     m->status = static_cast<int16_t>(status);
     m->length = 0;
-    m->npkts = 1;
+    m->cut(c->seg_payload);
     m->req_psn = h.psn;
     m->local_qpn = h.dst_qpn;
     m->peer_qpn = h.src_qpn;

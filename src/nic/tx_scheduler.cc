@@ -177,8 +177,8 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     const PeerNic &peer = peer_of(c);
     PacketHeader *h = tx_slot(peer.addr, m->job_key, &iov);
     const uint32_t seg = psn - m->psn_first;
-    const uint32_t offset = seg * c->seg_payload;
-    const uint32_t plen = m->length > offset ? std::min<uint32_t>(c->seg_payload, m->length - offset) : 0;
+    const uint32_t offset = seg * m->seg;
+    const uint32_t plen = m->length > offset ? std::min<uint32_t>(m->seg, m->length - offset) : 0;
     if (!retransmit && seg + 1 == m->npkts && m->short_tail(c->seg_payload)) {
         ++c->act->short_inflight;   // (apply_ack counts it out)
     }

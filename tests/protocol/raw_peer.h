@@ -223,6 +223,20 @@ protected:
     static constexpr uint32_t kPeerConn = 0x00030007;   // raw peer's connection id
     static constexpr uint32_t kPeerQpn = 9;             // raw peer's QP number
 
+    // The segments of a message of len bytes (their payload sizes in PSN order) are as few as
+    // hold it at kSegPayload each, and of one size but the last, which is shorter by less than
+    // their count (TxMsg::cut: runs of equal datagrams go out and come in as one).
+    static void expect_cut_evenly(size_t len, const std::vector<uint32_t> &sizes)
+    {
+        const size_t n = len <= kSegPayload ? 1 : (len + kSegPayload - 1) / kSegPayload;
+        ASSERT_EQ(n, sizes.size()) << len << " bytes";
+        for (size_t i = 0; i + 1 < n; ++i) {
+            EXPECT_EQ(sizes[0], sizes[i]) << len << " bytes, segment " << i;
+        }
+        EXPECT_LE(sizes[n - 1], sizes[0]) << len << " bytes";
+        EXPECT_LT(sizes[0] - sizes[n - 1], n) << len << " bytes";
+    }
+
     static srcnic_config_t protocol_config()
     {
         srcnic_config_t config;

@@ -433,26 +433,30 @@ TEST_F(Responder, respond_read__answers_with_read_resp_packets)
     h.rkey = mr->rkey;
     h.msg_len = 2000;
     peer_->send(h);
-    // expect READ_RESP psn 1, 2, 3 (the Nic's PSNs), req_psn 2, segments at 0, 928, 1856 with
-    // the region's bytes, FIRST on the first, LAST on the last
+    // expect READ_RESP psn 1, 2, 3 (the Nic's PSNs), req_psn 2, three equal segments at 0, 667,
+    // 1334 (the last one byte shorter) with the region's bytes, FIRST on the first, LAST on
+    // the last
     std::vector<uint8_t> got;
+    std::vector<uint32_t> sizes;
     for (uint32_t seg = 0; seg < 3; ++seg) {
         Packet r;
         ASSERT_TRUE(await([seg](const Packet &p) { return p.h.opcode == kReadResp && p.h.psn == 1 + seg; }, &r))
             << "segment " << seg;
         EXPECT_EQ(2u, r.h.req_psn);
         EXPECT_EQ(2000u, r.h.msg_len);
-        EXPECT_EQ(seg * kSegPayload, r.h.addr);
+        EXPECT_EQ(seg * 667u, r.h.addr);
         EXPECT_EQ(kPeerQpn, r.h.dst_qpn);
         EXPECT_EQ(qp_->qpn(), r.h.src_qpn);
         EXPECT_EQ(kPeerConn, r.h.dst_conn);
         EXPECT_EQ(seg == 0, (r.h.flags & kFlagFirst) != 0);
         EXPECT_EQ(seg == 2, (r.h.flags & kFlagLast) != 0);
         EXPECT_EQ(0u, r.h.flags & kFlagSyn);
-        EXPECT_EQ(std::min<uint32_t>(kSegPayload, 2000 - seg * kSegPayload), r.h.payload_len);
         EXPECT_FALSE(psn_before(3, r.h.ack_psn)) << to_string(r.h);
         got.insert(got.end(), r.payload.begin(), r.payload.end());
+        sizes.push_back(r.h.payload_len);
     }
+    expect_cut_evenly(2000, sizes);
+    EXPECT_EQ(666u, sizes[2]);
     EXPECT_EQ(std::vector<uint8_t>(mem->begin() + 100, mem->begin() + 2100), got);
 }
 

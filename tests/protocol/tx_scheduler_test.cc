@@ -176,6 +176,7 @@ TEST_F(TxSchedulerSlowRto, tx_commit__segments_carry_exactly_the_message_bytes)
     uint32_t psn = 1;
     for (size_t m = 0; m < sent.size(); ++m) {
         std::vector<uint8_t> got;
+        std::vector<uint32_t> sizes;
         for (;;) {
             Packet p;
             ASSERT_TRUE(await_psn(psn, &p)) << "message " << m << " psn " << psn;
@@ -183,12 +184,46 @@ TEST_F(TxSchedulerSlowRto, tx_commit__segments_carry_exactly_the_message_bytes)
             EXPECT_EQ(kSend, p.h.opcode);
             EXPECT_LE(p.h.payload_len, kSegPayload);
             got.insert(got.end(), p.payload.begin(), p.payload.end());
+            sizes.push_back(p.h.payload_len);
             if (p.h.flags & kFlagLast) {
                 break;
             }
         }
         EXPECT_EQ(sent[m], got) << "message " << m << " of " << sent[m].size() << " bytes";
+        expect_cut_evenly(sent[m].size(), sizes);
     }
+}
+
+// A WRITE is cut like a SEND (TxMsg::cut), each segment naming where its bytes go.
+TEST_F(TxSchedulerSlowRto, tx_packet__write_goes_in_equal_segments_each_at_its_remote_address)
+{
+    // post a WRITE of 2000 bytes to 0x10000 / expect three segments of 667, 667, 666 bytes at
+    // 0x10000, +667, +1334 carrying its bytes
+    const std::vector<uint8_t> bytes = pattern(2000, 7);
+    srcnic_wqe_t w = {};
+    w.wr_id = 1;
+    w.opcode = SRCNIC_OP_WRITE;
+    w.dest = dest_;
+    w.remote_addr = 0x10000;
+    w.rkey = 0x1234;
+    w.num_sge = 1;
+    w.u.sge[0].addr = reinterpret_cast<uint64_t>(bytes.data());
+    w.u.sge[0].length = 2000;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
+    std::vector<uint8_t> got;
+    std::vector<uint32_t> sizes;
+    for (uint32_t psn = 1; psn <= 3; ++psn) {
+        Packet p;
+        ASSERT_TRUE(await_psn(psn, &p)) << "psn " << psn;
+        EXPECT_EQ(static_cast<uint8_t>(Opcode::kWRITE), p.h.opcode);
+        EXPECT_EQ(0x10000u + got.size(), p.h.addr);
+        EXPECT_EQ(psn == 3, (p.h.flags & kFlagLast) != 0);
+        got.insert(got.end(), p.payload.begin(), p.payload.end());
+        sizes.push_back(p.h.payload_len);
+    }
+    EXPECT_EQ(bytes, got);
+    expect_cut_evenly(2000, sizes);
+    EXPECT_EQ((std::vector<uint32_t>{667, 667, 666}), sizes);
 }
 
 TEST_F(TxSchedulerSlowRto, tx_packet__ack_req_only_on_the_last_psn_assigned)
