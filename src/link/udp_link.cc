@@ -298,7 +298,7 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     gso_ = cfg.gso && batch_size_ > 1 &&
            ::setsockopt(fd_, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof(no_segment)) == 0;
     // Receive aggregation where datagrams are small enough for an aggregate to hold several.
-    if (cfg.gro && mtu_ <= kUdpGroMaxMtu) {
+    if (cfg.gro) {
         gro_mem_.reset(new (std::nothrow) uint8_t[kUdpGroBuffers * kUdpGroBufferSize]);
         const int one_flag = 1;
         gro_ = gro_mem_ != nullptr &&
@@ -310,7 +310,7 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     return SRCNIC_OK;
 }
 
-const char *UdpLink::set_options(int fd, bool gro) const
+const char *UdpLink::set_options(int fd) const
 {
     const int one = 1;
     const int no_segment = 0;
@@ -323,7 +323,7 @@ const char *UdpLink::set_options(int fd, bool gro) const
     if (gso_ && ::setsockopt(fd, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof(no_segment)) != 0) {
         return "setsockopt(UDP_SEGMENT)";
     }
-    if (gro && gro_ && ::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
+    if (gro_ && ::setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) != 0) {
         return "setsockopt(UDP_GRO)";
     }
     return nullptr;
@@ -485,11 +485,9 @@ uint32_t UdpLink::path_mtu(const LinkAddr &peer) const
 uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
 {
     // The bound socket's options and offloads, SO_REUSEPORT to share its port, then bind and
-    // connect. A local peer's loopback-sized datagrams go straight into the receive slots:
-    // no aggregates on its socket, whose staging would cost a copy of each.
-    const bool gro = !(is_local(dst) && local_mtu_ > kUdpGroMaxMtu);
+    // connect.
     const int fd = ::socket(family_, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    const char *step = fd < 0 ? "socket()" : set_options(fd, gro);
+    const char *step = fd < 0 ? "socket()" : set_options(fd);
     const int one = 1;
     if (step == nullptr && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
         step = "setsockopt(SO_REUSEPORT)";
@@ -519,7 +517,6 @@ uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
     socks_.push_back(Sock());
     socks_.back().fd = fd;
     socks_.back().peer = dst;
-    socks_.back().gro = gro;
     socks_.back().strays = true;
     return static_cast<uint32_t>(socks_.size() - 1);
 }

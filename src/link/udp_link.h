@@ -59,18 +59,23 @@
 // never blocks: a peer that does not read makes the kernel drop datagrams at the receiver
 // (visible there as rx_dropped), not block the sender.
 //
-// Receive offload. With UdpLinkConfig::gro (on by default) and a datagram size of at most
-// kUdpGroMaxMtu, the socket accepts aggregates (UDP_GRO): the kernel hands several
+// Receive offload. With UdpLinkConfig::gro (on by default) the sockets accept aggregates
+// (UDP_GRO): the kernel hands several
 // consecutive datagrams of one sender and size to one receive call, as it received them from
 // a sender that used segmentation offload, instead of cutting them up and queueing each. The
 // link receives aggregates into kUdpGroBuffers staging buffers of 64 KiB and copies each
 // datagram into a caller slot, or, for a slot that may borrow (RxDatagram::borrow), lends it
 // where it is: a call that has lent stages no more aggregates, so what it lent stays intact
 // until the next rx_burst. Datagrams that find no free slot stay staged for the next rx_burst
-// (rx_pending() is true meanwhile: the socket's fd does not announce them). With larger
-// datagrams (loopback) an aggregate would rarely hold two, so the staging is not worth it and
-// datagrams are received directly into the caller's slots; so are those of a local peer's
-// socket (see "Local peers"), whose datagrams are loopback-sized.
+// (rx_pending() is true meanwhile: the socket's fd does not announce them). The kernel counts
+// an aggregate it drops for want of receive buffer as one drop (LinkStats::rx_dropped).
+// Aggregates from every socket share the staging buffers, a ring in arrival order: while
+// those of active sockets keep every slot filled, a quiet socket's turn (see "Polling several
+// sockets") stages its own behind them as soon as a buffer is free. Loopback-sized
+// datagrams take the same way: their payload is lent in place as well, and a run of small
+// messages to a local peer arrives as one aggregate where it would otherwise be cut up and
+// queued datagram by datagram (osu_bw up to 2 KiB on loopback ran at twice the rate with it,
+// perf/results/2026-11-28-loopback-gro/NOTES.md).
 //
 // System calls. A single datagram of at most kUdpCopySendMax bytes is copied into one buffer
 // and goes with sendto (send on a peer socket), cheaper than sendmsg with a gather list; when
@@ -226,8 +231,6 @@ constexpr uint64_t kUdpSweepTicks = 32768;
 constexpr uint32_t kUdpReadyCheckFrom = 2;
 // Receive calls in one rx_burst that may fail with a hard error before it gives up.
 constexpr uint32_t kUdpMaxRxErrorsPerBurst = 8;
-// Largest datagram size for which receive aggregation is used, bytes.
-constexpr uint32_t kUdpGroMaxMtu = 32768;
 // Staging buffers for received aggregates, and their size in bytes (an aggregate is one UDP
 // payload: at most 65535 bytes).
 constexpr uint32_t kUdpGroBuffers = 8;
@@ -248,7 +251,7 @@ struct UdpLinkConfig {
     bool gso = true;         // group equal-sized datagrams with UDP_SEGMENT where the kernel
                              // supports it
     bool gro = true;         // accept receive aggregates (UDP_GRO) where the kernel supports
-                             // it and the datagram size is at most kUdpGroMaxMtu
+                             // it
     uint32_t peer_sockets = kUdpDefaultPeerSockets; // connected sockets for busy destinations,
                                                     // 0..kUdpMaxPeerSockets; 0 = none
 };
@@ -300,7 +303,7 @@ public:
         }
         // A single busy socket (one peer, a ping-pong) whose last receive found at most one
         // datagram, no quiet socket due in this call: one datagram, as rx_from takes it.
-        if (only_hot_due() && !(gro_ && socks_[rx_hot_].gro) && socks_[rx_hot_].single) {
+        if (only_hot_due() && !gro_ && socks_[rx_hot_].single) {
             return rx_one(socks_[rx_hot_], slots[0]);
         }
         return rx_burst_rest(slots, n);
@@ -368,8 +371,6 @@ private:
         uint64_t last_rx_call = 0;  // rx_calls_ when it last returned a datagram; 0 = never
         bool single = true;         // the next receive asks for one datagram
         bool found = false;         // the last receive found a datagram
-        bool gro = true;            // receives aggregates while the link does (gro_); not a
-                                    // local peer's socket, whose datagrams are too large
         bool strays = false;        // a new peer socket not yet found empty: it may hold other
                                     // peers' datagrams (see "Peer sockets"), so its receives
                                     // read each datagram's source
@@ -390,7 +391,7 @@ private:
     // Sets what every socket of the link carries: IPv6-only (an IPv6 link), the buffer size
     // and the offloads in use (gso_; gro_ unless gro is false). Returns what failed, or
     // nullptr.
-    const char *set_options(int fd, bool gro = true) const;
+    const char *set_options(int fd) const;
     // The socket datagrams to dst leave by (counting toward a peer socket; opening one).
     uint32_t sock_for(const LinkAddr &dst);
     // Opens a peer socket connected to dst; its index, or 0 if it could not be opened.
@@ -518,6 +519,13 @@ private:
     void addr_from(const SockAddr &name, LinkAddr *out) const;
     // rx_from with receive aggregation: stage aggregates from socket i, copy datagrams out.
     uint32_t rx_gro_from(uint32_t index, RxDatagram *slots, uint32_t n);
+    // Stages the aggregates socket i holds into the staging buffers free now, behind those
+    // staged already; how many it received (*queue_empty_p: fewer than there was room for),
+    // -1 on a hard error. Not after this rx_burst call lent a staged datagram (a free buffer
+    // may be the one lent).
+    int gro_stage(uint32_t index, bool *queue_empty_p);
+    // The next quiet socket's turn while aggregates are staged: gro_stage from it.
+    void gro_stage_quiet();
     // One receive of up to m datagrams from socket `sock` into headers [0, m) (already pointed
     // at buffers); returns how many were received, 0 if none is queued, -1 on a hard error
     // (counted).
@@ -605,6 +613,7 @@ private:
         uint32_t off;
         uint32_t end;
         uint32_t seg;
+        bool dropped;   // truncated: counted, delivered to no slot
         LinkAddr src;
     };
 
@@ -639,15 +648,19 @@ private:
     uint32_t batch_size_ = 0;      // datagrams per sendmmsg/recvmmsg call
     uint32_t sndbuf_ = 0;          // granted send buffer, bytes (getsockopt)
     uint32_t rcvbuf_ = 0;          // granted receive buffer, bytes (getsockopt)
-    uint32_t rx_written_ = 0;      // receive headers the last recvmmsg filled (and wrote to)
+    uint32_t rx_written_ = 0;      // receive headers [0, rx_written_) written by the kernel since
+                                   // receive_batch last reset them
     bool gso_ = false;             // grouping with UDP_SEGMENT
     bool gro_ = false;             // receiving aggregates (UDP_GRO)
     uint64_t rx_aggregates_ = 0;   // aggregates of more than one datagram received
     std::unique_ptr<uint8_t[]> gro_mem_;        // kUdpGroBuffers x kUdpGroBufferSize
-    GroStaged gro_staged_[kUdpGroBuffers];      // staged aggregates, in arrival order ...
+    GroStaged gro_staged_[kUdpGroBuffers];      // staged aggregates, a ring in arrival order
+                                                // (entry k in staging buffer k) ...
     uint32_t gro_head_ = 0;                     //   ... the first not yet copied out
     uint32_t gro_count_ = 0;                    //   ... how many remain
     bool gro_lent_ = false;                     // this rx_burst call lent staged datagrams
+    bool gro_quiet_owed_ = false;               // a quiet socket's turn came while aggregates
+                                                // were staged (gro_stage_quiet)
     struct SelfDatagram {
         std::unique_ptr<uint8_t[]> buf;
         uint32_t capacity = 0;

@@ -454,13 +454,16 @@ int UdpLink::receive_error()
 __attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uint32_t m)
 {
     // The kernel writes back the name and control lengths of the headers it fills, only
-    // those: reset just what the previous call used (an empty poll touches no header).
+    // those: reset just the ones written since (an empty poll touches no header). Those
+    // beyond m stay written until a later call resets them: a control length left short
+    // would cut an aggregate's segment size off, and the aggregate would pass for one
+    // datagram.
     const uint32_t used = std::min(rx_written_, m);
     for (uint32_t i = 0; i < used; ++i) {
         rx_msgs_[i].msg_hdr.msg_namelen = sizeof(SockAddr);
         rx_msgs_[i].msg_hdr.msg_controllen = kRxControlSize;
     }
-    rx_written_ = 0;
+    rx_written_ = rx_written_ > m ? rx_written_ : 0;
     int got;
     if (m == 1) {
         // One header: recvmsg (with aggregates on, an aggregate's segment size comes as a
@@ -474,7 +477,7 @@ __attribute__((always_inline)) inline int UdpLink::receive_batch(Sock &sock, uin
         got = ::recvmmsg(sock.fd, rx_msgs_.get(), m, MSG_DONTWAIT | MSG_TRUNC, nullptr);
     }
     if (got >= 0) {
-        rx_written_ = static_cast<uint32_t>(got);
+        rx_written_ = std::max(rx_written_, static_cast<uint32_t>(got));
         note_received(sock, m, got);
         return got;
     }
@@ -501,6 +504,16 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
         return rx_from(rx_hot_, slots, n);
     }
     const uint32_t count = static_cast<uint32_t>(socks_.size());
+    if (gro_count_ != 0 && count > 1 && rx_calls_ % kUdpBusyPollEvery == 0 && !rx_sweep_) {
+        gro_quiet_owed_ = true;
+    }
+    if (gro_quiet_owed_ && gro_count_ < kUdpGroBuffers) {
+        // What active sockets staged fills the slots first, for as long as they keep sending:
+        // a quiet socket's turn (owed since the last busy-poll call, until a staging buffer
+        // is free) stages its aggregates behind, before this call lends any.
+        gro_quiet_owed_ = false;
+        gro_stage_quiet();
+    }
     uint32_t filled = gro_count_ != 0 ? gro_drain(slots, n) : 0;
     if (count == 1) {
         return filled + (filled < n ? rx_from(0, slots + filled, n - filled) : 0);
@@ -551,6 +564,20 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
     return filled;
 }
 
+void UdpLink::gro_stage_quiet()
+{
+    const uint32_t count = static_cast<uint32_t>(socks_.size());
+    for (uint32_t k = 0, i = rx_turn_ < count ? rx_turn_ : 0; k < count;
+         ++k, i = i + 1 < count ? i + 1 : 0) {
+        if (!active(i)) {
+            rx_turn_ = i + 1;
+            bool queue_empty;
+            gro_stage(i, &queue_empty);   // (a hard error is counted there)
+            return;
+        }
+    }
+}
+
 __attribute__((always_inline)) inline uint32_t UdpLink::rx_quiet(RxDatagram *slots,
                                                                  uint32_t n)
 {
@@ -568,7 +595,7 @@ __attribute__((always_inline)) inline uint32_t UdpLink::rx_quiet(RxDatagram *slo
 __attribute__((always_inline)) inline uint32_t UdpLink::rx_from(uint32_t index, RxDatagram *slots,
                                                                 uint32_t n)
 {
-    if (gro_ && socks_[index].gro) {
+    if (gro_) {
         return rx_gro_from(index, slots, n);
     }
     Sock &sock = socks_[index];
@@ -638,7 +665,9 @@ uint32_t UdpLink::gro_drain(RxDatagram *slots, uint32_t n)
         GroStaged &st = gro_staged_[gro_head_];
         const uint32_t len = std::min(st.seg, st.end - st.off);
         RxDatagram &slot = slots[filled];
-        if (len > slot.capacity) {
+        if (st.dropped) {
+            st.off = st.end;
+        } else if (len > slot.capacity) {
             ++stats_.rx_oversize;
             SRCNIC_LOG_RATELIMITED(LogLevel::kWarn,
                                    "udp link %s: dropping a %u-byte datagram: longer than the "
@@ -661,7 +690,7 @@ uint32_t UdpLink::gro_drain(RxDatagram *slots, uint32_t n)
         }
         st.off += len;
         if (st.off >= st.end) {
-            ++gro_head_;
+            gro_head_ = gro_head_ + 1 < kUdpGroBuffers ? gro_head_ + 1 : 0;
             --gro_count_;
         }
     }
@@ -670,7 +699,6 @@ uint32_t UdpLink::gro_drain(RxDatagram *slots, uint32_t n)
 
 uint32_t UdpLink::rx_gro_from(uint32_t index, RxDatagram *slots, uint32_t n)
 {
-    Sock &sock = socks_[index];
     uint32_t filled = 0;
     uint32_t errors = 0;
     bool queue_empty = false;
@@ -681,43 +709,64 @@ uint32_t UdpLink::rx_gro_from(uint32_t index, RxDatagram *slots, uint32_t n)
             break;   // (staging again would overwrite what this call has lent)
         }
         // Everything staged is out: stage the next aggregates.
-        const uint32_t m = std::min(kUdpGroBuffers, batch_size_);
-        for (uint32_t i = 0; i < m; ++i) {
-            rx_iov_[i].iov_base = &gro_mem_[i * kUdpGroBufferSize];
-            rx_iov_[i].iov_len = kUdpGroBufferSize;
-        }
-        const int got = receive_batch(sock, m);
+        const int got = gro_stage(index, &queue_empty);
         if (got < 0) {
             if (++errors >= kUdpMaxRxErrorsPerBurst) {
                 break;
             }
             continue;
         }
-        gro_head_ = 0;
-        gro_count_ = 0;
-        for (uint32_t i = 0; i < static_cast<uint32_t>(got); ++i) {
-            const struct mmsghdr &msg = rx_msgs_[i];
-            const uint32_t seg = gro_segment(msg.msg_hdr);
-            if ((msg.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
-                ++stats_.rx_oversize;   // longer than a UDP payload can be: not expected
-                continue;
-            }
-            GroStaged &st = gro_staged_[gro_count_++];
-            st.buf = i;
-            st.off = 0;
-            st.end = msg.msg_len;
-            st.seg = seg != 0 ? seg : msg.msg_len;
-            take_source(sock, i, &st.src);
-            if (st.seg < st.end) {
-                ++rx_aggregates_;
-            }
-        }
-        queue_empty = static_cast<uint32_t>(got) < m;
         if (got == 0) {
             break;
         }
     }
     return filled;
+}
+
+int UdpLink::gro_stage(uint32_t index, bool *queue_empty_p)
+{
+    Sock &sock = socks_[index];
+    const uint32_t m = std::min(kUdpGroBuffers - gro_count_, batch_size_);
+    *queue_empty_p = false;
+    if (m == 0) {
+        return 0;
+    }
+    // The free buffers follow the staged ones round the ring.
+    uint32_t at = gro_head_ + gro_count_;
+    for (uint32_t i = 0; i < m; ++i, ++at) {
+        const uint32_t buf = at < kUdpGroBuffers ? at : at - kUdpGroBuffers;
+        rx_iov_[i].iov_base = &gro_mem_[buf * kUdpGroBufferSize];
+        rx_iov_[i].iov_len = kUdpGroBufferSize;
+    }
+    const int got = receive_batch(sock, m);
+    if (got < 0) {
+        return got;
+    }
+    *queue_empty_p = static_cast<uint32_t>(got) < m;   // (it had no more)
+    for (uint32_t i = 0; i < static_cast<uint32_t>(got); ++i) {
+        const struct mmsghdr &msg = rx_msgs_[i];
+        const uint32_t seg = gro_segment(msg.msg_hdr);
+        const uint32_t pos = gro_head_ + gro_count_;
+        GroStaged &st = gro_staged_[pos < kUdpGroBuffers ? pos : pos - kUdpGroBuffers];
+        st.buf = pos < kUdpGroBuffers ? pos : pos - kUdpGroBuffers;   // (rx_iov_[i]'s)
+        st.off = 0;
+        st.end = msg.msg_len;
+        st.seg = seg != 0 ? seg : msg.msg_len;
+        st.dropped = (msg.msg_hdr.msg_flags & MSG_TRUNC) != 0;
+        if (st.dropped) {
+            ++stats_.rx_oversize;   // longer than a UDP payload can be: not expected (staged
+        }                           // all the same: the ring keeps one entry a buffer)
+        take_source(sock, i, &st.src);
+        ++gro_count_;
+        if (st.seg < st.end) {
+            ++rx_aggregates_;
+            if (sock.peer.family != 0) {
+                // (note_received counted the aggregate as one)
+                rx_peer_datagrams_ += (st.end + st.seg - 1) / st.seg - 1;
+            }
+        }
+    }
+    return got;
 }
 
 } // namespace srcnic
