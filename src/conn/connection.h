@@ -93,8 +93,9 @@ struct TxMsg {
     // went as a full datagram and a runt, which halved the rate the link sent at).
     void cut(uint32_t seg_payload)
     {
-        npkts = length <= seg_payload ? 1 : (length + seg_payload - 1) / seg_payload;
-        seg = npkts == 1 ? length : (length + npkts - 1) / npkts;
+        const uint64_t len = length;   // (64-bit: a length near 4 GiB does not wrap)
+        npkts = len <= seg_payload ? 1 : static_cast<uint32_t>((len + seg_payload - 1) / seg_payload);
+        seg = npkts == 1 ? length : static_cast<uint32_t>((len + npkts - 1) / npkts);
     }
     // Its last packet is not full (a message shorter than one packet, or a request without
     // payload): what the short window counts.

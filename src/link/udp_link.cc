@@ -297,7 +297,7 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     const int no_segment = 0;
     gso_ = cfg.gso && batch_size_ > 1 &&
            ::setsockopt(fd_, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof(no_segment)) == 0;
-    // Receive aggregation where datagrams are small enough for an aggregate to hold several.
+    // Receive aggregation where the kernel has it.
     if (cfg.gro) {
         gro_mem_.reset(new (std::nothrow) uint8_t[kUdpGroBuffers * kUdpGroBufferSize]);
         const int one_flag = 1;

@@ -80,11 +80,12 @@
 // System calls. A single datagram of at most kUdpCopySendMax bytes is copied into one buffer
 // and goes with sendto (send on a peer socket), cheaper than sendmsg with a gather list; when
 // tx_burst is given just that datagram it skips the batch's message headers too. Other
-// single messages go with sendmsg, more with sendmmsg. A receive asks for one datagram (recvfrom;
-// recv on a peer socket; recvmsg when aggregates are on, for their segment size) while the
-// previous receive on that socket found at most one (idle polls, ping-pongs: an empty recvfrom
-// costs less than an empty recvmsg or recvmmsg), and for a batch with recvmmsg after two
-// receives in a row found datagrams or a batch found several.
+// single messages go with sendmsg, more with sendmmsg. Without receive aggregation, a receive
+// asks for one datagram (recvfrom; recv on a peer socket) while the previous receive on that
+// socket found at most one (idle polls, ping-pongs: an empty recvfrom costs less than an empty
+// recvmsg or recvmmsg), and for a batch with recvmmsg after two receives in a row found
+// datagrams or a batch found several. With it, a receive asks for as many aggregates as there
+// are free staging buffers (recvmmsg; recvmsg for one).
 //
 // Peer sockets. A datagram to an unconnected UDP socket costs the kernel a route lookup per
 // send, and the receiver needs the sender's address from every receive call; a connected socket
@@ -337,7 +338,7 @@ public:
     bool gso() const { return gso_; }
     // Whether the socket accepts receive aggregates (UDP_GRO).
     bool gro() const { return gro_; }
-    // Receive calls that returned an aggregate of more than one datagram.
+    // Aggregates of more than one datagram received.
     uint64_t rx_aggregates() const { return rx_aggregates_; }
     // Sending system-call messages, each one datagram or one segmentation-offload group.
     uint64_t tx_messages() const { return tx_messages_; }
@@ -389,7 +390,7 @@ private:
     srcnic_status_t init(const UdpLinkConfig &cfg);
     srcnic_status_t set_buffers(int fd, uint32_t size) const;
     // Sets what every socket of the link carries: IPv6-only (an IPv6 link), the buffer size
-    // and the offloads in use (gso_; gro_ unless gro is false). Returns what failed, or
+    // and the offloads in use (gso_, gro_). Returns what failed, or
     // nullptr.
     const char *set_options(int fd) const;
     // The socket datagrams to dst leave by (counting toward a peer socket; opening one).

@@ -581,6 +581,12 @@ void UdpLink::gro_stage_quiet()
 __attribute__((always_inline)) inline uint32_t UdpLink::rx_quiet(RxDatagram *slots,
                                                                  uint32_t n)
 {
+    if (gro_lent_) {
+        // This call lent staged datagrams: the quiet socket could stage nothing now, so its
+        // turn stays owed (gro_stage_quiet, next call).
+        gro_quiet_owed_ = true;
+        return 0;
+    }
     const uint32_t count = static_cast<uint32_t>(socks_.size());
     for (uint32_t k = 0, i = rx_turn_ < count ? rx_turn_ : 0; k < count;
          ++k, i = i + 1 < count ? i + 1 : 0) {
@@ -730,6 +736,9 @@ int UdpLink::gro_stage(uint32_t index, bool *queue_empty_p)
     *queue_empty_p = false;
     if (m == 0) {
         return 0;
+    }
+    if (gro_count_ == 0) {
+        gro_head_ = 0;   // (the first buffers again: a ping-pong keeps to one)
     }
     // The free buffers follow the staged ones round the ring.
     uint32_t at = gro_head_ + gro_count_;

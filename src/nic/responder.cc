@@ -196,7 +196,10 @@ bool Nic::respond_write(Connection *c, const PacketHeader &h, const uint8_t *pay
 bool Nic::respond_read(Connection *c, const PacketHeader &h)
 {
     QpContext *qp = request_qp(h);
-    if (qp == nullptr || !qp->owner()->mrs.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_READ)) {
+    // (A READ longer than any message this NIC sends is refused like one out of bounds: its
+    // requester cuts its own at kChunkBytes.)
+    if (qp == nullptr || h.msg_len > max_msg_ ||
+        !qp->owner()->mrs.check(h.rkey, h.addr, h.msg_len, SRCNIC_ACCESS_REMOTE_READ)) {
         const srcnic_status_t status = qp == nullptr ? SRCNIC_ERR_UNREACHABLE : SRCNIC_ERR_REMOTE_ACCESS;
         if (!answer_error(c, h, status)) {
             return false;

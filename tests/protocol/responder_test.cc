@@ -5,6 +5,8 @@
 
 #include <deque>
 
+#include <sys/mman.h>
+
 namespace srcnic {
 namespace test {
 namespace {
@@ -547,6 +549,33 @@ TEST_F(Responder, respond_read__forged_rkey_or_no_read_access_is_rejected)
     for (const Packet &p : run_for(1000)) {
         EXPECT_NE(kReadResp, p.h.opcode) << to_string(p.h);
     }
+}
+
+// A READ longer than any message the NIC sends is refused before anything is read or cut:
+// 0xfffffff0 bytes cut into packets wrapped in 32 bits (no packet at all, then a division by
+// zero that killed the process), from a region large enough to pass the rkey check.
+TEST_F(Responder, respond_read__longer_than_the_largest_message_is_rejected)
+{
+    const size_t span = (4ull << 30) + 4096;   // address space only: never touched
+    void *base = ::mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    ASSERT_NE(MAP_FAILED, base);
+    srcnic_mr_t *mr = nullptr;
+    ASSERT_EQ(SRCNIC_OK, nic_->mr_reg(base, span, SRCNIC_ACCESS_REMOTE_READ, &mr));
+    Counters before(*nic_);
+    // receive READ_REQ psn 2 of 0xfffffff0 bytes inside the region / expect ERR_RESP REJECTED
+    PacketHeader h = request(Opcode::kREAD_REQ, 2);
+    h.addr = reinterpret_cast<uint64_t>(base);
+    h.rkey = mr->rkey;
+    h.msg_len = 0xfffffff0u;
+    peer_->send(h);
+    Packet err;
+    await_error(2, SRCNIC_ERR_REJECTED, &err);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_ACCESS_ERRORS));
+    for (const Packet &p : run_for(1000)) {
+        EXPECT_NE(kReadResp, p.h.opcode) << to_string(p.h);
+    }
+    nic_->mr_dereg(mr);
+    ::munmap(base, span);
 }
 
 // --- SEND segments checked while placed ---
