@@ -143,7 +143,9 @@
 // alltoall took 1.6 times as long as with the bound socket alone, 4-6 times with a third
 // process busy on one of the CPUs (perf/results/2026-11-27-a2a/NOTES.md). The gap is read
 // from the CPU's time-stamp counter (a few nanoseconds; the clock where there is none), only
-// on a link with peer sockets.
+// on a link with peer sockets. A sweep does not take the place of a quiet socket's turn: it
+// polls the sockets only for the slots that staged aggregates leave, which may be none (a
+// quiet socket waited over 256 calls behind a stream when sweeps skipped its turns).
 //
 // Datagrams to itself. A datagram to the link's own address (a connection of an engine to
 // itself: every message between two processes attached to one node agent) does not go through
@@ -338,6 +340,8 @@ public:
     bool gso() const { return gso_; }
     // Whether the socket accepts receive aggregates (UDP_GRO).
     bool gro() const { return gro_; }
+    // rx_burst calls so far.
+    uint64_t rx_calls() const { return rx_calls_; }
     // Aggregates of more than one datagram received.
     uint64_t rx_aggregates() const { return rx_aggregates_; }
     // Sending system-call messages, each one datagram or one segmentation-offload group.

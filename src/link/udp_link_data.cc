@@ -504,7 +504,9 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
         return rx_from(rx_hot_, slots, n);
     }
     const uint32_t count = static_cast<uint32_t>(socks_.size());
-    if (gro_count_ != 0 && count > 1 && rx_calls_ % kUdpBusyPollEvery == 0 && !rx_sweep_) {
+    // (A sweep takes the turn too: it polls the sockets only for the slots that the staged
+    // aggregates leave, and they may leave none.)
+    if (gro_count_ != 0 && count > 1 && rx_calls_ % kUdpBusyPollEvery == 0) {
         gro_quiet_owed_ = true;
     }
     if (gro_quiet_owed_ && gro_count_ < kUdpGroBuffers) {
@@ -520,7 +522,7 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
     }
     // Several sockets (see "Polling several sockets" in udp_link.h). Even while active
     // sockets keep the slots full, a quiet one gets its turn, first.
-    if (filled < n && rx_calls_ % kUdpBusyPollEvery == 0 && !rx_sweep_) {
+    if (filled < n && rx_calls_ % kUdpBusyPollEvery == 0) {
         filled += rx_quiet(slots + filled, n - filled);
     }
     // The active ones (after a gap, every one), from a start that rotates, so that none waits
