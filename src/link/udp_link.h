@@ -529,6 +529,9 @@ private:
     // -1 on a hard error. Not after this rx_burst call lent a staged datagram (a free buffer
     // may be the one lent).
     int gro_stage(uint32_t index, bool *queue_empty_p);
+    // The socket whose turn comes next among those not active, from rx_turn_ round; it takes
+    // the turn. count (socks_.size()) if every socket is active.
+    uint32_t next_quiet();
     // The next quiet socket's turn while aggregates are staged: gro_stage from it.
     void gro_stage_quiet();
     // One receive of up to m datagrams from socket `sock` into headers [0, m) (already pointed
@@ -613,8 +616,8 @@ private:
 
     // A staged aggregate: bytes [off, end) of staging buffer `buf` remain, in datagrams of
     // `seg` bytes (the last may be shorter).
+    // Ring entry k holds its aggregate in staging buffer k.
     struct GroStaged {
-        uint32_t buf;
         uint32_t off;
         uint32_t end;
         uint32_t seg;

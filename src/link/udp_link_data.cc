@@ -566,17 +566,25 @@ uint32_t UdpLink::rx_burst_rest(RxDatagram *slots, uint32_t n)
     return filled;
 }
 
-void UdpLink::gro_stage_quiet()
+__attribute__((always_inline)) inline uint32_t UdpLink::next_quiet()
 {
     const uint32_t count = static_cast<uint32_t>(socks_.size());
     for (uint32_t k = 0, i = rx_turn_ < count ? rx_turn_ : 0; k < count;
          ++k, i = i + 1 < count ? i + 1 : 0) {
         if (!active(i)) {
             rx_turn_ = i + 1;
-            bool queue_empty;
-            gro_stage(i, &queue_empty);   // (a hard error is counted there)
-            return;
+            return i;
         }
+    }
+    return count;
+}
+
+void UdpLink::gro_stage_quiet()
+{
+    const uint32_t i = next_quiet();
+    if (i < socks_.size()) {
+        bool queue_empty;
+        gro_stage(i, &queue_empty);   // (a hard error is counted there)
     }
 }
 
@@ -589,15 +597,8 @@ __attribute__((always_inline)) inline uint32_t UdpLink::rx_quiet(RxDatagram *slo
         gro_quiet_owed_ = true;
         return 0;
     }
-    const uint32_t count = static_cast<uint32_t>(socks_.size());
-    for (uint32_t k = 0, i = rx_turn_ < count ? rx_turn_ : 0; k < count;
-         ++k, i = i + 1 < count ? i + 1 : 0) {
-        if (!active(i)) {
-            rx_turn_ = i + 1;
-            return rx_from(i, slots, n);
-        }
-    }
-    return 0;
+    const uint32_t i = next_quiet();
+    return i < socks_.size() ? rx_from(i, slots, n) : 0;
 }
 
 __attribute__((always_inline)) inline uint32_t UdpLink::rx_from(uint32_t index, RxDatagram *slots,
@@ -682,7 +683,7 @@ uint32_t UdpLink::gro_drain(RxDatagram *slots, uint32_t n)
                                    "receive slot (%u bytes)", local_addr_.to_string().c_str(),
                                    len, slot.capacity);
         } else {
-            const uint8_t *at = &gro_mem_[st.buf * kUdpGroBufferSize + st.off];
+            const uint8_t *at = &gro_mem_[gro_head_ * kUdpGroBufferSize + st.off];
             if (slot.borrow) {
                 slot.data = at;   // lent: the staging buffers stay as they are until the next
                 gro_lent_ = true; // rx_burst call (rx_gro_from stages no more in this one)
@@ -757,9 +758,8 @@ int UdpLink::gro_stage(uint32_t index, bool *queue_empty_p)
     for (uint32_t i = 0; i < static_cast<uint32_t>(got); ++i) {
         const struct mmsghdr &msg = rx_msgs_[i];
         const uint32_t seg = gro_segment(msg.msg_hdr);
-        const uint32_t pos = gro_head_ + gro_count_;
+        const uint32_t pos = gro_head_ + gro_count_;   // (the buffer of rx_iov_[i])
         GroStaged &st = gro_staged_[pos < kUdpGroBuffers ? pos : pos - kUdpGroBuffers];
-        st.buf = pos < kUdpGroBuffers ? pos : pos - kUdpGroBuffers;   // (rx_iov_[i]'s)
         st.off = 0;
         st.end = msg.msg_len;
         st.seg = seg != 0 ? seg : msg.msg_len;
