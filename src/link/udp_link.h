@@ -145,7 +145,7 @@
 // from the CPU's time-stamp counter (a few nanoseconds; the clock where there is none), only
 // on a link with peer sockets. A sweep does not take the place of a quiet socket's turn: it
 // polls the sockets only for the slots that staged aggregates leave, which may be none (a
-// quiet socket waited over 256 calls behind a stream when sweeps skipped its turns).
+// quiet socket got nothing in 256 calls behind a stream when sweeps skipped its turns).
 //
 // Datagrams to itself. A datagram to the link's own address (a connection of an engine to
 // itself: every message between two processes attached to one node agent) does not go through
@@ -422,8 +422,9 @@ private:
         return active(rx_hot_) &&
                (rx_others_last_ == 0 || rx_calls_ - rx_others_last_ > kUdpActiveCalls);
     }
-    // Only rx_hot_ needs polling in this call: it alone is active, no quiet socket is due (nor
-    // a sweep) and no aggregate is staged.
+    // Only rx_hot_ needs polling in this call: it alone is active, no quiet socket's turn
+    // falls on this call (nor a sweep) and no aggregate is staged. (A turn owed while nothing
+    // is staged, gro_quiet_owed_, may wait until the next kUdpIdlePollEvery-th call.)
     bool only_hot_due() const
     {
         return gro_count_ == 0 && rx_calls_ % kUdpIdlePollEvery != 0 && !rx_sweep_ &&
@@ -614,9 +615,8 @@ private:
         return receive_error();
     }
 
-    // A staged aggregate: bytes [off, end) of staging buffer `buf` remain, in datagrams of
-    // `seg` bytes (the last may be shorter).
-    // Ring entry k holds its aggregate in staging buffer k.
+    // A staged aggregate: bytes [off, end) of its staging buffer remain (ring entry k's is
+    // buffer k), in datagrams of `seg` bytes (the last may be shorter).
     struct GroStaged {
         uint32_t off;
         uint32_t end;
