@@ -154,7 +154,10 @@
 // the link's address as source. Two system calls and one copy less per datagram and per
 // acknowledgement. A full ring makes tx_burst stop there (it would block): the caller sends
 // the rest after its next rx_burst, as when a socket's buffer is full. The buffers are
-// allocated at the first such datagram, each as large as the largest it has held.
+// allocated at the first such datagram, each as large as the largest it has held. While a socket
+// is active, and on every kUdpIdlePollEvery-th call, the ring takes at most half the slots and
+// the sockets are polled for the rest: a stream between two processes of one agent can keep the
+// ring full, and it would otherwise take every slot of every call and starve the network.
 //
 // Event fd. event_fd() is an epoll set that holds the sockets only between rx_notify(true) and
 // rx_notify(false): a socket in an epoll set costs the sender a wake-up callback per datagram
@@ -348,6 +351,7 @@ public:
     uint64_t tx_messages() const { return tx_messages_; }
     // Datagrams that went to the link's own address without the kernel (see above).
     uint64_t self_datagrams() const { return self_datagrams_; }
+    uint32_t self_pending() const { return self_count_; }   // held, not yet returned
     // Peer sockets open (connected to one destination each).
     uint32_t peer_sockets() const { return static_cast<uint32_t>(socks_.size()) - 1; }
     // Datagrams received on peer sockets.

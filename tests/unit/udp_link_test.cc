@@ -22,8 +22,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -715,6 +717,71 @@ TEST(UdpLink, self__datagrams_to_its_own_address_skip_the_kernel_in_order)
     EXPECT_EQ(0u, a->rx_burst(&small, 1));
     EXPECT_EQ(1u, a->stats().rx_oversize);
     EXPECT_FALSE(a->rx_pending());
+}
+
+// Keeps a's ring of datagrams to itself full before every call and counts what b's socket
+// gets through: a quiet b's one datagram within two quiet turns, and an active b at least one
+// slot in two of each call.
+TEST(UdpLink, self__a_full_ring_starves_no_socket)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    const auto to_self = make_payloads(std::vector<uint32_t>(kUdpSelfQueue, 24), 41);
+    const auto from_b = make_payloads(std::vector<uint32_t>(4, 16), 42);
+    constexpr uint32_t kSlots = 8;
+    static_assert(kSlots < kUdpSelfQueue, "the ring alone can fill every slot");
+    std::vector<std::vector<uint8_t>> bufs(kSlots, std::vector<uint8_t>(a->mtu()));
+    std::vector<RxDatagram> slots(kSlots);
+    uint64_t self_sent = 0, self_got = 0, b_got = 0;
+    std::deque<uint32_t> expect_self;   // indexes (first 4 bytes) of those held, in order
+    uint32_t first_b_call = 0;
+    uint32_t b_got_active = 0, active_calls = 0;
+    ASSERT_EQ(1u, send_all(*b, from_b, a->local_addr(), from_b.size() - 1));   // one, quiet
+    for (uint32_t call = 1; call <= 8 * kUdpIdlePollEvery; ++call) {
+        // Refill the ring (tx_burst stops at the first datagram that finds it full).
+        const uint32_t taken = send_all(*a, to_self, a->local_addr());
+        for (uint32_t i = 0; i < taken; ++i) {
+            expect_self.push_back(i);
+        }
+        self_sent += taken;
+        if (first_b_call != 0) {
+            ASSERT_EQ(from_b.size(), send_all(*b, from_b, a->local_addr()));   // b is active
+        }
+        for (uint32_t i = 0; i < kSlots; ++i) {
+            slots[i] = RxDatagram{bufs[i].data(), a->mtu(), 0, LinkAddr()};
+        }
+        const uint32_t got = a->rx_burst(slots.data(), kSlots);
+        uint32_t got_b = 0;
+        for (uint32_t i = 0; i < got; ++i) {
+            if (slots[i].src == a->local_addr()) {
+                uint32_t index;
+                std::memcpy(&index, slots[i].data, sizeof(index));
+                ASSERT_FALSE(expect_self.empty());
+                EXPECT_EQ(expect_self.front(), index) << "datagrams to itself out of order";
+                expect_self.pop_front();
+                ++self_got;
+            } else {
+                EXPECT_EQ(b->local_addr(), slots[i].src);
+                ++got_b;
+            }
+        }
+        b_got += got_b;
+        if (first_b_call == 0 && got_b != 0) {
+            first_b_call = call;
+        } else if (first_b_call != 0) {
+            b_got_active += got_b;
+            ++active_calls;
+        }
+    }
+    std::printf("b's first datagram at call %u; active b got %u slots in %u calls; %" PRIu64
+                " datagrams to itself\n", first_b_call, b_got_active, active_calls, self_got);
+    ASSERT_NE(0u, first_b_call) << "b's socket never polled while the ring stayed full";
+    EXPECT_LE(first_b_call, 2 * kUdpIdlePollEvery);
+    EXPECT_GE(b_got_active, active_calls * (kSlots / 2) / 2)
+        << "an active socket got less than a quarter of the slots";
+    EXPECT_GE(self_got, active_calls * (kSlots / 2)) << "the ring got less than half the slots";
+    EXPECT_EQ(self_sent, self_got + as_udp(*a).self_pending());
 }
 
 TEST(UdpLink, tx_burst__batch_round_trip_ipv4)
