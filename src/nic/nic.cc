@@ -286,6 +286,7 @@ srcnic_status_t Nic::arm()
             continue;
         }
         if ((!q.ctx->sq().empty() && q.ctx->can_take() && !q.ctx->head_held()) ||
+            (q.ctx->cursor().active && q.ctx->cursor().local) ||   // a local WRITE's next piece
             (q.ctx->owner() == &own_ && !q.ctx->cq_empty())) {
             return SRCNIC_ERR_BUSY;
         }
@@ -466,6 +467,7 @@ unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
             break;
         }
         k.active = false;
+        k.local = false;
         ctx->complete(make_cqe(k.wqe.wr_id, SRCNIC_ERR_CANCELED, k.wqe.opcode, 0));
         ++n;
     }

@@ -117,6 +117,14 @@ constexpr uint32_t kTxTimerCalls = 8;
 // Largest READ, or piece of one, the agent copies for a process in one request (copy_read): its
 // other processes wait meanwhile, some 25-50 µs.
 constexpr uint64_t kReadCopyMax = 256 * 1024;
+// Bytes of a local WRITE (Nic::local_write) placed per call: two cross-memory copies of this
+// size take some 40 µs, and the agent's other processes wait meanwhile.
+constexpr uint64_t kLocalWriteChunk = 128 * 1024;
+static_assert(kLocalWriteChunk <= kReadCopyMax, "a piece fits the copy buffer");
+
+// Reads bytes [off, off + len) of a request's data (its WQE's gather list, not inline) from
+// space into dst; false if space does not have them.
+bool read_request(const srcnic_wqe_t &wqe, AddrSpace &space, uint64_t off, uint32_t len, uint8_t *dst);
 // Message descriptors the requester leaves for the responder's answers.
 constexpr unsigned kAnswerReserve = 16;
 // A WRITE or READ longer than this goes as chunks of about this many bytes (whole packets of its
@@ -510,6 +518,13 @@ private:
     // job key, the rkey and bounds), then completed kCqeDirectRead with the target's PID; true
     // if so. Anything else goes the ordinary way, which answers a failed check with its error.
     bool direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length);
+    // A WRITE to a QP of this NIC (a connection to itself: between two processes of one agent),
+    // taken while nothing else of its QP is outstanding: placed by the NIC from the requester's
+    // memory into the target's without packets, as a NIC loops such a WRITE back, checked as
+    // the responder checks one (the target QP and its job key, the rkey and bounds of the whole
+    // message first, then of each piece, and the target alive). qp's cursor holds it; each call
+    // places the next kLocalWriteChunk bytes, and the last (or a failure) completes it.
+    void local_write(QpContext *qp);
     TxMsg *msg_alloc();
     void msg_free(TxMsg *m);
     void msg_append(Connection *c, TxMsg *m);

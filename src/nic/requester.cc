@@ -82,7 +82,12 @@ SRCNIC_HOT unsigned Nic::requester_take()
             continue;
         }
         if (qp->cursor().active) {
-            take_chunk(qp);
+            if (qp->cursor().local) {
+                local_write(qp);
+                ++taken;   // (work: nothing else keeps the NIC polling for its next piece)
+            } else {
+                take_chunk(qp);
+            }
             continue;   // its later work waits for the last chunk
         }
         auto &sq = qp->sq();
@@ -114,6 +119,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
             const uint32_t position = sq.position();
             sq.pop();
             qp->took();
+            qp->took_request();
             ++taken;
             const srcnic_wqe_t &wqe = m->wqe;
             if (wqe.opcode == SRCNIC_OP_WRITE) {
@@ -142,6 +148,23 @@ SRCNIC_HOT unsigned Nic::requester_take()
             const uint64_t length = wqe_length(wqe);
             if (__builtin_expect(wqe.opcode == SRCNIC_OP_READ, 0) && to_self(c) && direct_read(qp, wqe, length)) {
                 msg_free(m);
+                continue;
+            }
+            if (wqe.opcode == SRCNIC_OP_WRITE && qp->requests_outstanding() == 1 && to_self(c)) {
+                // To a QP of this NIC, nothing of its own QP before it: placed here (in pieces;
+                // the QP's later work waits for the last, as behind chunks).
+                ChunkCursor &k = qp->cursor();
+                k.active = true;
+                k.local = true;
+                k.status = SRCNIC_OK;
+                k.wqe = wqe;
+                k.next = 0;
+                k.length = length;
+                msg_free(m);
+                local_write(qp);
+                if (k.active) {
+                    break;
+                }
                 continue;
             }
             if ((wqe.opcode == SRCNIC_OP_WRITE || wqe.opcode == SRCNIC_OP_READ) &&
@@ -210,6 +233,74 @@ bool Nic::direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length)
     qp->complete(make_cqe(wqe.wr_id, kCqeDirectRead, SRCNIC_OP_READ, static_cast<uint32_t>(length),
                           static_cast<uint32_t>(o->space.pid())));
     return true;
+}
+
+void Nic::local_write(QpContext *qp)
+{
+    ChunkCursor &k = qp->cursor();
+    const srcnic_wqe_t &wqe = k.wqe;
+    const uint64_t n = std::min<uint64_t>(kLocalWriteChunk, k.length - k.next);
+    const uint64_t addr = wqe.remote_addr + k.next;
+    srcnic_status_t status = SRCNIC_OK;
+    // An access names the QP of the process whose memory it targets, and the whole message
+    // must fit the region before any of it is placed (§6); each piece is checked again.
+    QpContext *target = qp_for(wqe.dest.qpn, qp->owner()->job_key);
+    Owner *o = target != nullptr ? target->owner() : nullptr;
+    if (o == nullptr) {
+        count(SRCNIC_CNT_NO_SUCH_QP);
+        status = SRCNIC_ERR_UNREACHABLE;
+    } else if ((k.next == 0 &&
+                !o->mrs.check(wqe.rkey, wqe.remote_addr, k.length, SRCNIC_ACCESS_REMOTE_WRITE)) ||
+               !o->mrs.check(wqe.rkey, addr, n, SRCNIC_ACCESS_REMOTE_WRITE) || !o->space.alive()) {
+        count(SRCNIC_CNT_ACCESS_ERRORS);
+        status = SRCNIC_ERR_REMOTE_ACCESS;
+    } else if (n != 0) {
+        AddrSpace &from = qp->owner()->space;
+        const uint32_t len = static_cast<uint32_t>(n);
+        if (wqe.flags & SRCNIC_WQE_FLAG_INLINE) {
+            if (!o->space.write(addr, wqe.u.inline_data + k.next, len)) {
+                status = SRCNIC_ERR_REMOTE_ACCESS;
+            }
+        } else if (uint8_t *to = o->space.direct(addr, len)) {
+            // Into memory the NIC reaches (the target's shared arena): one copy.
+            if (!read_request(wqe, from, k.next, len, to)) {
+                status = SRCNIC_ERR_INVALID_ADDR;
+            }
+        } else {
+            // Out of one piece of the gather list the NIC reaches, or through the copy buffer.
+            const uint8_t *src = nullptr;
+            uint64_t off = k.next;
+            for (unsigned i = 0; i < wqe.num_sge; ++i) {
+                if (off < wqe.u.sge[i].length) {
+                    if (wqe.u.sge[i].length - off >= n) {
+                        src = from.direct(wqe.u.sge[i].addr + off, len);
+                    }
+                    break;
+                }
+                off -= wqe.u.sge[i].length;
+            }
+            if (src == nullptr) {
+                if (copy_bounce_.size() < kReadCopyMax) {
+                    copy_bounce_.resize(kReadCopyMax);
+                }
+                if (!read_request(wqe, from, k.next, len, copy_bounce_.data())) {
+                    status = SRCNIC_ERR_INVALID_ADDR;   // the requester's own buffer
+                }
+                src = copy_bounce_.data();
+            }
+            if (status == SRCNIC_OK && !o->space.write(addr, src, len)) {
+                status = SRCNIC_ERR_REMOTE_ACCESS;
+            }
+        }
+    }
+    k.next += n;
+    if (status != SRCNIC_OK || k.next >= k.length) {
+        k.active = false;
+        k.local = false;
+        count(SRCNIC_CNT_LOCAL_WRITES);
+        qp->complete(make_cqe(wqe.wr_id, static_cast<int16_t>(status), SRCNIC_OP_WRITE,
+                              static_cast<uint32_t>(k.length)));
+    }
 }
 
 srcnic_status_t Nic::copy_read(QpContext *ctx, const srcnic_wqe_t &wqe)

@@ -13,9 +13,6 @@
 
 namespace srcnic {
 
-namespace {
-
-// Reads bytes [off, off + len) of a request's data (its WQE's gather list) from space into dst.
 bool read_request(const srcnic_wqe_t &wqe, AddrSpace &space, uint64_t off, uint32_t len, uint8_t *dst)
 {
     for (unsigned i = 0; i < wqe.num_sge && len > 0; ++i) {
@@ -34,8 +31,6 @@ bool read_request(const srcnic_wqe_t &wqe, AddrSpace &space, uint64_t off, uint3
     }
     return len == 0;
 }
-
-} // namespace
 
 const uint8_t *Nic::stage(const TxMsg &m, AddrSpace &space, uint64_t off, uint32_t len, uint64_t total)
 {

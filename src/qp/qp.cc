@@ -59,6 +59,9 @@ void QpContext::complete(const srcnic_cqe_t &cqe)
     if (cqe.opcode == SRCNIC_OP_WRITE && writes_ != 0) {
         --writes_;
     }
+    if (cqe.opcode != SRCNIC_OP_RECV && requests_ != 0) {
+        --requests_;
+    }
     if (!cq_.push(cqe)) {
         faulted_ = true;
         return;

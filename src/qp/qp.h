@@ -99,6 +99,7 @@ struct ChunkCursor {
     srcnic_wqe_t wqe{};
     uint64_t next = 0;         // offset of the next chunk in the WQE's bytes
     uint64_t length = 0;       // the WQE's bytes
+    bool local = false;        // a WRITE to a QP of this NIC, placed by it (Nic::local_write)
 };
 
 // The NIC's end of a QP.
@@ -136,6 +137,9 @@ public:
     // itself waits until none is outstanding, so that it never reads past an earlier WRITE.
     void took_write() { ++writes_; }
     uint32_t writes_outstanding() const { return writes_; }
+    // A request was taken from the send ring (its completion, not a RECV one, ends it).
+    void took_request() { ++requests_; }
+    uint32_t requests_outstanding() const { return requests_; }
     // Writes the completion of a taken work request. Room was reserved when it was taken; a
     // host that corrupted the ring's counters loses the completion and faults its QP.
     void complete(const srcnic_cqe_t &cqe);
@@ -162,6 +166,7 @@ private:
     RingWriter<srcnic_cqe_t> cq_;
     uint32_t owed_ = 0;      // work requests taken and not yet completed
     uint32_t writes_ = 0;    // of them, WRITEs
+    uint32_t requests_ = 0;  // of them, send-ring requests
     bool faulted_ = false;
     ChunkCursor cursor_;
     std::vector<Cancel> cancels_;

@@ -509,8 +509,8 @@ TEST_F(AgentTest, rdma__served_while_the_target_never_progresses)
 
 // A READ of another process of the agent is checked by the agent and copied by the requester
 // itself (one process_vm_readv): every size and a scatter list verified byte for byte, a bad key
-// refused, a READ behind a WRITE of the same QP left to the agent (so that it reads what the WRITE
-// placed), and a process attached with direct_reads 0 served by the agent.
+// refused, a READ behind an outstanding WRITE of the same QP left to the agent (so that it reads
+// what the WRITE placed), and a process attached with direct_reads 0 served by the agent.
 TEST_F(AgentTest, rdma__reads_between_processes_are_copied_by_the_requester)
 {
     const srcnic_attach_config_t config = agent_.attach_config();
@@ -557,13 +557,36 @@ TEST_F(AgentTest, rdma__reads_between_processes_are_copied_by_the_requester)
     EXPECT_EQ(std::vector<uint8_t>(4096, 0xee), std::vector<uint8_t>(in.begin(), in.begin() + 4096));
     EXPECT_EQ(direct_before_bad, direct());
 
-    // READs posted right behind a WRITE of the region, both found by one pass of the agent (it
-    // is stopped while they are posted): each reads what its WRITE placed, left to the agent,
-    // which keeps the QP's order, while the WRITE is outstanding.
+    // READs posted right behind a WRITE of the region that is outstanding (it is behind a READ
+    // the agent's check refused, which goes the ordinary way and fails there), all found by one
+    // pass of the agent (it is stopped while they are posted): each reads what its WRITE
+    // placed, left to the agent, which keeps the QP's order.
     constexpr uint32_t kPairLen = 65536;
     const uint64_t direct_before_pairs = direct();
     for (uint32_t i = 0; i < 100; ++i) {
         fill(out.data(), kPairLen, 1000 + i);
+        srcnic_wqe_t bad = wqe(SRCNIC_OP_READ, dest, 4, in.data(), 64, p.region, p.rkey ^ 0x100);
+        srcnic_wqe_t wr = wqe(SRCNIC_OP_WRITE, dest, 5, out.data(), kPairLen, p.region, p.rkey);
+        srcnic_wqe_t rd = wqe(SRCNIC_OP_READ, dest, 6, in.data(), kPairLen, p.region, p.rkey);
+        ASSERT_TRUE(agent_.pause());
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &bad));
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &wr));
+        ASSERT_EQ(SRCNIC_OK, srcnic_post_send(a.qp, &rd));
+        srcnic_nic_transmit(a.nic);
+        agent_.resume();
+        for (int k = 0; k < 3; ++k) {
+            srcnic_cqe_t cqe;
+            ASSERT_TRUE(a.poll(&cqe));
+            ASSERT_EQ(cqe.wr_id == 4 ? SRCNIC_ERR_REMOTE_ACCESS : SRCNIC_OK, cqe.status)
+                << "request " << cqe.wr_id;
+        }
+        ASSERT_TRUE(check(in.data(), kPairLen, 1000 + i)) << "READ " << i << " passed the WRITE before it";
+    }
+    EXPECT_EQ(direct_before_pairs, direct()) << "a READ behind an outstanding WRITE was left to the requester";
+    // With nothing outstanding before it, the WRITE is placed by the agent at once (a local
+    // WRITE), and the READ right behind it is the requester's to copy: it reads what was placed.
+    for (uint32_t i = 0; i < 20; ++i) {
+        fill(out.data(), kPairLen, 2000 + i);
         srcnic_wqe_t wr = wqe(SRCNIC_OP_WRITE, dest, 5, out.data(), kPairLen, p.region, p.rkey);
         srcnic_wqe_t rd = wqe(SRCNIC_OP_READ, dest, 6, in.data(), kPairLen, p.region, p.rkey);
         ASSERT_TRUE(agent_.pause());
@@ -576,9 +599,9 @@ TEST_F(AgentTest, rdma__reads_between_processes_are_copied_by_the_requester)
             ASSERT_TRUE(a.poll(&cqe));
             ASSERT_EQ(SRCNIC_OK, cqe.status) << "request " << cqe.wr_id;
         }
-        ASSERT_TRUE(check(in.data(), kPairLen, 1000 + i)) << "READ " << i << " passed the WRITE before it";
+        ASSERT_TRUE(check(in.data(), kPairLen, 2000 + i)) << "READ " << i << " passed the WRITE before it";
     }
-    EXPECT_EQ(direct_before_pairs, direct()) << "a READ behind an outstanding WRITE was left to the requester";
+    EXPECT_EQ(direct_before_pairs + 20, direct());
     fill(out.data(), max, 9);
     ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 1, out.data(), max, p.region, p.rkey), &s));
     ASSERT_EQ(SRCNIC_OK, s);
@@ -633,6 +656,102 @@ TEST_F(AgentTest, rdma__reads_between_processes_are_copied_by_the_requester)
 
     const uint32_t seed = 9;
     target.chan().send(seed);
+    EXPECT_EQ("", target.join());
+}
+
+// A WRITE to another process of the agent, nothing of its QP outstanding, is placed by the agent
+// at once without packets, as a NIC loops it back: every size (4 MiB in 32 pieces) and a gather
+// list verified byte for byte, an inline payload; a bad key, a range past the region's end and
+// a QP that does not exist refused with nothing written, and a source the requester does not
+// map failing the WRITE there.
+TEST_F(AgentTest, rdma__writes_between_processes_are_placed_by_the_agent)
+{
+    const srcnic_attach_config_t config = agent_.attach_config();
+    const size_t max = kSizes.back();
+    Child target(region_server(config, max, SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE,
+                               0, true));
+    Attached a;
+    PeerInfo p;
+    srcnic_dest_t dest;
+    ASSERT_EQ("", reach(target, config, &a, &p, &dest)) << target.join();
+    // (A counter still 0 is not in the agent's status.)
+    auto local = [&] { return std::max(0LL, json_number(agent_.status(), "LOCAL_WRITES")); };
+    auto packets = [&] { return std::max(0LL, json_number(agent_.status(), "TX_PACKETS")); };
+    std::vector<uint8_t> out(max), in(max);
+    srcnic_status_t s;
+    for (uint32_t len : kSizes) {
+        fill(out.data(), len, len + 7);
+        const long long local0 = local(), packets0 = packets();
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 1, out.data(), len, p.region, p.rkey), &s));
+        ASSERT_EQ(SRCNIC_OK, s) << "WRITE " << len;
+        EXPECT_EQ(local0 + 1, local()) << "WRITE " << len << " not placed by the agent";
+        EXPECT_EQ(packets0, packets()) << "WRITE " << len << " sent packets";
+        std::memset(in.data(), 0xee, len);
+        ASSERT_EQ("", a.run(wqe(SRCNIC_OP_READ, dest, 2, in.data(), len, p.region, p.rkey), &s));
+        ASSERT_EQ(SRCNIC_OK, s) << "READ " << len;
+        EXPECT_TRUE(check(in.data(), len, len + 7)) << "WRITE " << len << " placed wrong bytes";
+    }
+
+    // What the region holds now, and a READ that says whether it still does.
+    std::vector<uint8_t> want(max);
+    fill(want.data(), max, max + 7);
+    auto unchanged = [&](uint64_t off, uint32_t len) {
+        std::memset(in.data(), 0xee, len);
+        srcnic_status_t r;
+        return a.run(wqe(SRCNIC_OP_READ, dest, 9, in.data(), len, p.region + off, p.rkey), &r) == "" &&
+               r == SRCNIC_OK && std::memcmp(in.data(), want.data() + off, len) == 0;
+    };
+
+    // From three gather entries (one empty), at an offset into the region.
+    std::vector<uint8_t> g1(1000), g3(70001);
+    fill(g1.data(), g1.size(), 31);
+    fill(g3.data(), g3.size(), 32);
+    srcnic_wqe_t w = wqe(SRCNIC_OP_WRITE, dest, 3, g1.data(), 1000, p.region + 5, p.rkey);
+    w.num_sge = 3;
+    w.u.sge[1] = srcnic_sge_t{reinterpret_cast<uint64_t>(out.data()), 0, 0};
+    w.u.sge[2] = srcnic_sge_t{reinterpret_cast<uint64_t>(g3.data()), 70001, 0};
+    ASSERT_EQ("", a.run(w, &s));
+    ASSERT_EQ(SRCNIC_OK, s);
+    std::memcpy(want.data() + 5, g1.data(), g1.size());
+    std::memcpy(want.data() + 1005, g3.data(), g3.size());
+    EXPECT_TRUE(unchanged(0, 80000)) << "the gathered WRITE placed wrong bytes";
+
+    // An inline payload.
+    srcnic_wqe_t inl = wqe(SRCNIC_OP_WRITE, dest, 4, nullptr, 0, p.region + 300001, p.rkey);
+    inl.num_sge = 0;
+    inl.flags |= SRCNIC_WQE_FLAG_INLINE;
+    inl.inline_len = SRCNIC_WQE_INLINE_MAX;
+    fill(inl.u.inline_data, SRCNIC_WQE_INLINE_MAX, 33);
+    ASSERT_EQ("", a.run(inl, &s));
+    ASSERT_EQ(SRCNIC_OK, s);
+    std::memcpy(want.data() + 300001, inl.u.inline_data, SRCNIC_WQE_INLINE_MAX);
+    EXPECT_TRUE(unchanged(299000, 4096)) << "the inline WRITE placed wrong bytes";
+
+    // Refused, nothing written: a key the region does not have, a range past its end (the whole
+    // message is checked before any of it is placed), a QP that does not exist.
+    fill(out.data(), max, 77);
+    const long long local_before = local();
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 5, out.data(), 4096, p.region, p.rkey ^ 0x100), &s));
+    EXPECT_EQ(SRCNIC_ERR_REMOTE_ACCESS, s);
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 6, out.data(), 8192, p.region + max - 4096, p.rkey), &s));
+    EXPECT_EQ(SRCNIC_ERR_REMOTE_ACCESS, s);
+    srcnic_dest_t nowhere = dest;
+    nowhere.qpn += 1000;
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, nowhere, 7, out.data(), 4096, p.region, p.rkey), &s));
+    EXPECT_EQ(SRCNIC_ERR_UNREACHABLE, s);
+    // A source this process does not map: the agent cannot read it, and the WRITE fails here.
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 8, reinterpret_cast<void *>(uintptr_t{4096}), 4096,
+                            p.region, p.rkey), &s));
+    EXPECT_EQ(SRCNIC_ERR_INVALID_ADDR, s);
+    EXPECT_EQ(local_before + 4, local());
+    EXPECT_TRUE(unchanged(0, 4096)) << "a refused WRITE wrote";
+    EXPECT_TRUE(unchanged(max - 8192, 8192)) << "a WRITE past the region's end wrote";
+
+    // The target, which never progressed, finds the last WRITE in its memory.
+    fill(out.data(), max, 11);
+    ASSERT_EQ("", a.run(wqe(SRCNIC_OP_WRITE, dest, 11, out.data(), max, p.region, p.rkey), &s));
+    ASSERT_EQ(SRCNIC_OK, s);
+    target.chan().send(uint32_t{11});
     EXPECT_EQ("", target.join());
 }
 

@@ -93,6 +93,101 @@ TEST_F(NicBasic, send__to_self)
     EXPECT_EQ(data, rbuf);
 }
 
+// A WRITE to a QP of its own engine, nothing of its QP outstanding, is placed by the engine at
+// once without packets (as a NIC loops it back), checked as the responder checks one; behind a
+// SEND still outstanding it goes as packets, after the SEND. Sizes up to 4 MiB (32 pieces).
+TEST_F(NicBasic, write__to_its_own_engine_placed_without_packets)
+{
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa2;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, &qa2));
+    srcnic_dest_t self;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->dest_create(nics_.nic(0)->addr(), qa2->qpn(), &self));
+    std::vector<uint8_t> region(4 << 20, 0);
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->mr_reg(region.data(), region.size(),
+                                               SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    const uint64_t raddr = reinterpret_cast<uint64_t>(region.data());
+    Nic *nic = nics_.nic(0);
+    const size_t sizes[] = {0, 1, 100, kLocalWriteChunk - 1, kLocalWriteChunk + 1, 4 << 20};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        auto data = pattern(sizes[i], 20 + static_cast<uint32_t>(i));
+        const uint64_t packets = nic->counter(SRCNIC_CNT_TX_PACKETS);
+        const uint64_t local = nic->counter(SRCNIC_CNT_LOCAL_WRITES);
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_WRITE, self, i, data.data(),
+                                                      static_cast<uint32_t>(sizes[i]), raddr, mr->rkey)));
+        srcnic_cqe_t c;
+        ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+        ASSERT_EQ(SRCNIC_OK, c.status) << "size " << sizes[i];
+        EXPECT_EQ(SRCNIC_OP_WRITE, c.opcode);
+        EXPECT_EQ(sizes[i], c.byte_len);
+        EXPECT_TRUE(std::equal(data.begin(), data.end(), region.begin())) << "size " << sizes[i];
+        EXPECT_EQ(packets, nic->counter(SRCNIC_CNT_TX_PACKETS)) << "size " << sizes[i];
+        EXPECT_EQ(local + 1, nic->counter(SRCNIC_CNT_LOCAL_WRITES)) << "size " << sizes[i];
+    }
+    // Cancelled after its first piece: completes once, and the engine has nothing left to do.
+    {
+        auto big = pattern(4 << 20, 40);
+        srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, self, 70, big.data(), 4 << 20, raddr, mr->rkey);
+        w.tag = 5;
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(w));
+        nic->progress();
+        ASSERT_TRUE(std::equal(big.begin(), big.begin() + kLocalWriteChunk, region.begin()));
+        ASSERT_FALSE(std::equal(big.begin(), big.end(), region.begin())) << "placed whole at once";
+        EXPECT_EQ(1u, nic->qp_cancel(qa_, self, 5));
+        srcnic_cqe_t c;
+        ASSERT_EQ(1u, qa_->poll_cq(&c, 1));
+        EXPECT_EQ(SRCNIC_ERR_CANCELED, c.status);
+        for (int i = 0; i < 10; ++i) {
+            nic->progress();
+        }
+        EXPECT_EQ(0u, qa_->poll_cq(&c, 1));
+        EXPECT_EQ(SRCNIC_OK, nic->arm()) << "work left after the cancel";
+    }
+    // Refused with nothing written: a wrong key, a range past the region's end (the whole
+    // message is checked first), a QP that does not exist.
+    const std::vector<uint8_t> before(region);
+    auto data = pattern(8192, 9);
+    srcnic_dest_t nowhere = self;
+    nowhere.qpn += 1000;
+    const struct {
+        srcnic_dest_t dest;
+        uint64_t addr, rkey;
+        srcnic_status_t status;
+    } refused[] = {{self, raddr, mr->rkey ^ 0x100, SRCNIC_ERR_REMOTE_ACCESS},
+                   {self, raddr + region.size() - 4096, mr->rkey, SRCNIC_ERR_REMOTE_ACCESS},
+                   {nowhere, raddr, mr->rkey, SRCNIC_ERR_UNREACHABLE}};
+    for (const auto &r : refused) {
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_WRITE, r.dest, 50, data.data(), 8192,
+                                                      r.addr, r.rkey)));
+        srcnic_cqe_t c;
+        ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+        EXPECT_EQ(r.status, c.status);
+    }
+    EXPECT_TRUE(before == region) << "a refused WRITE wrote";
+    // Behind a SEND of its QP still outstanding (no receive posted yet: RNR), the WRITE goes as
+    // packets and is placed after the SEND.
+    std::vector<uint8_t> rbuf(16);
+    uint8_t msg[16] = {7};
+    const uint64_t local = nic->counter(SRCNIC_CNT_LOCAL_WRITES);
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(self, 60, msg, sizeof(msg))));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_WRITE, self, 61, data.data(), 8192, raddr,
+                                                  mr->rkey)));
+    ASSERT_TRUE(progress_until(nics_.all(), [&] { return nic->counter(SRCNIC_CNT_RNR_RECEIVED) >= 1; }));
+    EXPECT_TRUE(before == region) << "the WRITE passed the SEND before it";
+    ASSERT_EQ(SRCNIC_OK, qa2->post_recv(make_recv(62, rbuf.data(), 16)));
+    srcnic_cqe_t cq[2];
+    unsigned got = 0;
+    ASSERT_TRUE(progress_until(nics_.all(), [&] { got += qa_->poll_cq(cq + got, 2 - got); return got == 2; }));
+    EXPECT_EQ(60u, cq[0].wr_id);
+    EXPECT_EQ(61u, cq[1].wr_id);
+    EXPECT_EQ(SRCNIC_OK, cq[1].status);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), region.begin()));
+    EXPECT_EQ(local, nic->counter(SRCNIC_CNT_LOCAL_WRITES));
+    nic->mr_dereg(mr);
+}
+
 TEST_F(NicBasic, send__receiver_not_ready_then_delivered)
 {
     auto data = pattern(30000, 1);
