@@ -267,7 +267,8 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(ACTIVE_WAITS,        "requests left in their send queue a pass: max_active connections were busy") \
     _(DIRECT_READS,        "READs between two processes of one agent that the requester copied itself") \
     _(DIRECT_READ_COPIES,  "pieces (up to 256 KiB) of them copied by the agent: the kernel refused the requester") \
-    _(LOCAL_WRITES,        "WRITEs to a QP of this NIC carried out by it without packets, as a NIC loops them back")
+    _(LOCAL_WRITES,        "WRITEs to a QP of this NIC carried out by it without packets, as a NIC loops them back") \
+    _(LOCAL_SENDS,         "SENDs to a QP of this NIC carried out by it without packets (a receive was posted)")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

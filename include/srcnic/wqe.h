@@ -79,7 +79,8 @@ typedef struct srcnic_cqe {
     uint32_t      byte_len;  /* RECV: bytes placed; SEND/WRITE/READ: message length */
     uint32_t      imm;       /* RECV: the sender's immediate */
     uint32_t      src_qpn;   /* RECV: the sender's QP number */
-    uint32_t      src_peer;  /* RECV: the local peer slot of the sending NIC */
+    uint32_t      src_peer;  /* RECV: the local peer slot of the sending NIC (from a QP of this
+                              * NIC that nothing else of its QP preceded: its slot of itself) */
     uint32_t      reserved1;
 } srcnic_cqe_t;
 

@@ -525,6 +525,16 @@ private:
     // message first, then of each piece, and the target alive). qp's cursor holds it; each call
     // places the next kLocalWriteChunk bytes, and the last (or a failure) completes it.
     void local_write(QpContext *qp);
+    // A SEND of at most kLocalWriteChunk bytes to a QP of this NIC (c: the connection to itself),
+    // nothing else of its QP outstanding: placed by the NIC into the target QP's next posted
+    // receive buffer and completed on both QPs, as the responder would (no such QP, a buffer
+    // too short, a buffer not the target's memory). False, nothing done, where the target has
+    // no buffer posted or no room for the completion: it goes as packets, which wait for one.
+    bool local_send(QpContext *qp, Connection *c, const srcnic_wqe_t &wqe, uint64_t length);
+    // Copies bytes [off, off + len) of wqe's payload (inline, or its gather list in from) to
+    // addr in to: OK, INVALID_ADDR (from does not have them) or REMOTE_ACCESS (to refused).
+    srcnic_status_t local_copy(const srcnic_wqe_t &wqe, AddrSpace &from, uint64_t off, uint32_t len,
+                               AddrSpace &to, uint64_t addr);
     TxMsg *msg_alloc();
     void msg_free(TxMsg *m);
     void msg_append(Connection *c, TxMsg *m);

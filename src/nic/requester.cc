@@ -150,6 +150,11 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);
                 continue;
             }
+            if (__builtin_expect(wqe.opcode == SRCNIC_OP_SEND, 1) && length <= kLocalWriteChunk &&
+                qp->requests_outstanding() == 1 && to_self(c) && local_send(qp, c, wqe, length)) {
+                msg_free(m);   // to a QP of this NIC, nothing of its own QP before it: placed
+                continue;
+            }
             if (wqe.opcode == SRCNIC_OP_WRITE && qp->requests_outstanding() == 1 && to_self(c)) {
                 // To a QP of this NIC, nothing of its own QP before it: placed here (in pieces;
                 // the QP's later work waits for the last, as behind chunks).
@@ -235,6 +240,80 @@ bool Nic::direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length)
     return true;
 }
 
+srcnic_status_t Nic::local_copy(const srcnic_wqe_t &wqe, AddrSpace &from, uint64_t off,
+                                uint32_t len, AddrSpace &to, uint64_t addr)
+{
+    if (len == 0) {
+        return SRCNIC_OK;
+    }
+    if (wqe.flags & SRCNIC_WQE_FLAG_INLINE) {
+        return to.write(addr, wqe.u.inline_data + off, len) ? SRCNIC_OK : SRCNIC_ERR_REMOTE_ACCESS;
+    }
+    if (uint8_t *dst = to.direct(addr, len)) {
+        // Into memory the NIC reaches (the target's shared arena): one copy.
+        return read_request(wqe, from, off, len, dst) ? SRCNIC_OK : SRCNIC_ERR_INVALID_ADDR;
+    }
+    // Out of one piece of the gather list the NIC reaches, or through the copy buffer.
+    const uint8_t *src = nullptr;
+    uint64_t at = off;   // into the gather entry that holds byte off
+    for (unsigned i = 0; i < wqe.num_sge; ++i) {
+        if (at < wqe.u.sge[i].length) {
+            if (wqe.u.sge[i].length - at >= len) {
+                src = from.direct(wqe.u.sge[i].addr + at, len);
+            }
+            break;
+        }
+        at -= wqe.u.sge[i].length;
+    }
+    if (src == nullptr) {
+        if (copy_bounce_.size() < kReadCopyMax) {
+            copy_bounce_.resize(kReadCopyMax);
+        }
+        if (!read_request(wqe, from, off, len, copy_bounce_.data())) {
+            return SRCNIC_ERR_INVALID_ADDR;   // the requester's own buffer
+        }
+        src = copy_bounce_.data();
+    }
+    return to.write(addr, src, len) ? SRCNIC_OK : SRCNIC_ERR_REMOTE_ACCESS;
+}
+
+bool Nic::local_send(QpContext *qp, Connection *c, const srcnic_wqe_t &wqe, uint64_t length)
+{
+    const uint32_t len = static_cast<uint32_t>(length);
+    QpContext *target = qp_for(wqe.dest.qpn, qp->owner()->job_key);
+    srcnic_status_t status = SRCNIC_OK;
+    if (target == nullptr) {
+        count(SRCNIC_CNT_NO_SUCH_QP);
+        status = SRCNIC_ERR_UNREACHABLE;
+    } else {
+        srcnic_recv_wqe_t rwqe;
+        if (!target->can_take() || !target->rq().peek(&rwqe)) {
+            return false;   // (receiver not ready: the packets' RNR waits and retries)
+        }
+        if (len > rwqe.length) {
+            count(SRCNIC_CNT_RECV_TRUNCATED);
+            status = SRCNIC_ERR_MESSAGE_TRUNCATED;   // the buffer stays posted
+        } else {
+            status = local_copy(wqe, qp->owner()->space, 0, len, target->owner()->space, rwqe.addr);
+            if (status != SRCNIC_ERR_INVALID_ADDR) {
+                // Delivered, or its buffer not the target's memory: the receive fails there,
+                // the SEND with IO_ERROR (as the responder answers). A source the requester
+                // does not have fails the SEND alone, the buffer still posted.
+                target->rq().pop();
+                target->took();
+                const bool ok = status == SRCNIC_OK;
+                target->complete(make_cqe(rwqe.wr_id, ok ? SRCNIC_OK : SRCNIC_ERR_INVALID_ADDR,
+                                          SRCNIC_OP_RECV, ok ? len : 0, ok ? wqe.imm : 0, qp->qpn(),
+                                          c->id));
+                status = ok ? SRCNIC_OK : SRCNIC_ERR_IO_ERROR;
+            }
+        }
+    }
+    count(SRCNIC_CNT_LOCAL_SENDS);
+    qp->complete(make_cqe(wqe.wr_id, static_cast<int16_t>(status), SRCNIC_OP_SEND, len));
+    return true;
+}
+
 void Nic::local_write(QpContext *qp)
 {
     ChunkCursor &k = qp->cursor();
@@ -254,44 +333,8 @@ void Nic::local_write(QpContext *qp)
                !o->mrs.check(wqe.rkey, addr, n, SRCNIC_ACCESS_REMOTE_WRITE) || !o->space.alive()) {
         count(SRCNIC_CNT_ACCESS_ERRORS);
         status = SRCNIC_ERR_REMOTE_ACCESS;
-    } else if (n != 0) {
-        AddrSpace &from = qp->owner()->space;
-        const uint32_t len = static_cast<uint32_t>(n);
-        if (wqe.flags & SRCNIC_WQE_FLAG_INLINE) {
-            if (!o->space.write(addr, wqe.u.inline_data + k.next, len)) {
-                status = SRCNIC_ERR_REMOTE_ACCESS;
-            }
-        } else if (uint8_t *to = o->space.direct(addr, len)) {
-            // Into memory the NIC reaches (the target's shared arena): one copy.
-            if (!read_request(wqe, from, k.next, len, to)) {
-                status = SRCNIC_ERR_INVALID_ADDR;
-            }
-        } else {
-            // Out of one piece of the gather list the NIC reaches, or through the copy buffer.
-            const uint8_t *src = nullptr;
-            uint64_t off = k.next;
-            for (unsigned i = 0; i < wqe.num_sge; ++i) {
-                if (off < wqe.u.sge[i].length) {
-                    if (wqe.u.sge[i].length - off >= n) {
-                        src = from.direct(wqe.u.sge[i].addr + off, len);
-                    }
-                    break;
-                }
-                off -= wqe.u.sge[i].length;
-            }
-            if (src == nullptr) {
-                if (copy_bounce_.size() < kReadCopyMax) {
-                    copy_bounce_.resize(kReadCopyMax);
-                }
-                if (!read_request(wqe, from, k.next, len, copy_bounce_.data())) {
-                    status = SRCNIC_ERR_INVALID_ADDR;   // the requester's own buffer
-                }
-                src = copy_bounce_.data();
-            }
-            if (status == SRCNIC_OK && !o->space.write(addr, src, len)) {
-                status = SRCNIC_ERR_REMOTE_ACCESS;
-            }
-        }
+    } else {
+        status = local_copy(wqe, qp->owner()->space, k.next, static_cast<uint32_t>(n), o->space, addr);
     }
     k.next += n;
     if (status != SRCNIC_OK || k.next >= k.length) {

@@ -188,6 +188,86 @@ TEST_F(NicBasic, write__to_its_own_engine_placed_without_packets)
     nic->mr_dereg(mr);
 }
 
+// A SEND to a QP of its own engine, nothing of its QP outstanding and a receive posted, is
+// placed by the engine at once without packets, both completions as the responder writes them;
+// with no receive posted, or longer than a piece, it goes as packets; refusals as the
+// responder's (a buffer too short stays posted, no such QP).
+TEST_F(NicBasic, send__to_its_own_engine_placed_without_packets)
+{
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa2;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, &qa2));
+    srcnic_dest_t self;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->dest_create(nics_.nic(0)->addr(), qa2->qpn(), &self));
+    Nic *nic = nics_.nic(0);
+    std::vector<uint8_t> rbuf(kLocalWriteChunk + 100);
+    const size_t sizes[] = {0, 1, 128, 129, 8192, kLocalWriteChunk, kLocalWriteChunk + 1};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
+        const bool local = sizes[i] <= kLocalWriteChunk;
+        auto data = pattern(sizes[i], 30 + static_cast<uint32_t>(i));
+        std::fill(rbuf.begin(), rbuf.end(), 0xee);
+        const uint64_t packets = nic->counter(SRCNIC_CNT_TX_PACKETS);
+        const uint64_t sends = nic->counter(SRCNIC_CNT_LOCAL_SENDS);
+        ASSERT_EQ(SRCNIC_OK, qa2->post_recv(make_recv(100 + i, rbuf.data(), static_cast<uint32_t>(rbuf.size()))));
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(self, i, data.data(), static_cast<uint32_t>(sizes[i]),
+                                                      500 + static_cast<uint32_t>(i))));
+        srcnic_cqe_t rc, sc;
+        ASSERT_TRUE(poll_one(nics_.all(), qa2, &rc)) << "size " << sizes[i];
+        EXPECT_EQ(SRCNIC_OK, rc.status);
+        EXPECT_EQ(SRCNIC_OP_RECV, rc.opcode);
+        EXPECT_EQ(100 + i, rc.wr_id);
+        EXPECT_EQ(sizes[i], rc.byte_len);
+        EXPECT_EQ(500 + i, rc.imm);
+        EXPECT_EQ(qa_->qpn(), rc.src_qpn);
+        EXPECT_TRUE(std::equal(data.begin(), data.end(), rbuf.begin())) << "size " << sizes[i];
+        EXPECT_EQ(0xee, rbuf[sizes[i]]) << "size " << sizes[i];
+        ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+        EXPECT_EQ(SRCNIC_OK, sc.status);
+        EXPECT_EQ(i, sc.wr_id);
+        EXPECT_EQ(SRCNIC_OP_SEND, sc.opcode);
+        EXPECT_EQ(sizes[i], sc.byte_len);
+        if (local) {
+            EXPECT_EQ(packets, nic->counter(SRCNIC_CNT_TX_PACKETS)) << "size " << sizes[i];
+        } else {
+            EXPECT_LT(packets, nic->counter(SRCNIC_CNT_TX_PACKETS)) << "size " << sizes[i];
+        }
+        EXPECT_EQ(local ? sends + 1 : sends, nic->counter(SRCNIC_CNT_LOCAL_SENDS)) << "size " << sizes[i];
+    }
+    // No receive posted: as packets, which wait (RNR) and deliver once one is.
+    auto data = pattern(3000, 9);
+    const uint64_t sends = nic->counter(SRCNIC_CNT_LOCAL_SENDS);
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(self, 20, data.data(), 3000)));
+    ASSERT_TRUE(progress_until(nics_.all(), [&] { return nic->counter(SRCNIC_CNT_RNR_RECEIVED) >= 1; }));
+    ASSERT_EQ(SRCNIC_OK, qa2->post_recv(make_recv(21, rbuf.data(), 3000)));
+    srcnic_cqe_t rc, sc;
+    ASSERT_TRUE(poll_one(nics_.all(), qa2, &rc));
+    EXPECT_EQ(SRCNIC_OK, rc.status);
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), rbuf.begin()));
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+    EXPECT_EQ(SRCNIC_OK, sc.status);
+    EXPECT_EQ(sends, nic->counter(SRCNIC_CNT_LOCAL_SENDS));
+    // A buffer too short: the SEND fails, the buffer stays posted and takes the next one.
+    ASSERT_EQ(SRCNIC_OK, qa2->post_recv(make_recv(22, rbuf.data(), 2999)));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(self, 23, data.data(), 3000)));
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+    EXPECT_EQ(SRCNIC_ERR_MESSAGE_TRUNCATED, sc.status);
+    EXPECT_EQ(0u, qa2->poll_cq(&rc, 1));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(self, 24, data.data(), 2999)));
+    ASSERT_TRUE(poll_one(nics_.all(), qa2, &rc));
+    EXPECT_EQ(22u, rc.wr_id);
+    EXPECT_EQ(2999u, rc.byte_len);
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+    EXPECT_EQ(SRCNIC_OK, sc.status);
+    // No such QP.
+    srcnic_dest_t nowhere = self;
+    nowhere.qpn += 1000;
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(nowhere, 25, data.data(), 100)));
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
+    EXPECT_EQ(SRCNIC_ERR_UNREACHABLE, sc.status);
+    EXPECT_EQ(sends + 3, nic->counter(SRCNIC_CNT_LOCAL_SENDS));
+}
+
 TEST_F(NicBasic, send__receiver_not_ready_then_delivered)
 {
     auto data = pattern(30000, 1);
