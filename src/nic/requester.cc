@@ -158,16 +158,10 @@ SRCNIC_HOT unsigned Nic::requester_take()
             if (wqe.opcode == SRCNIC_OP_WRITE && qp->requests_outstanding() == 1 && to_self(c)) {
                 // To a QP of this NIC, nothing of its own QP before it: placed here (in pieces;
                 // the QP's later work waits for the last, as behind chunks).
-                ChunkCursor &k = qp->cursor();
-                k.active = true;
-                k.local = true;
-                k.status = SRCNIC_OK;
-                k.wqe = wqe;
-                k.next = 0;
-                k.length = length;
+                qp->cursor().start(wqe, length, true);
                 msg_free(m);
                 local_write(qp);
-                if (k.active) {
+                if (qp->cursor().active) {
                     break;
                 }
                 continue;
@@ -175,12 +169,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
             if ((wqe.opcode == SRCNIC_OP_WRITE || wqe.opcode == SRCNIC_OP_READ) &&
                 length > kChunkBytes) {
                 // In chunks: the QP's later work waits until the last one is handed out.
-                ChunkCursor &k = qp->cursor();
-                k.active = true;
-                k.status = SRCNIC_OK;
-                k.wqe = wqe;
-                k.next = 0;
-                k.length = length;
+                qp->cursor().start(wqe, length, false);
                 msg_free(m);
                 take_chunk(qp);
                 break;

@@ -100,6 +100,16 @@ struct ChunkCursor {
     uint64_t next = 0;         // offset of the next chunk in the WQE's bytes
     uint64_t length = 0;       // the WQE's bytes
     bool local = false;        // a WRITE to a QP of this NIC, placed by it (Nic::local_write)
+
+    void start(const srcnic_wqe_t &w, uint64_t len, bool is_local)
+    {
+        active = true;
+        local = is_local;
+        status = 0;
+        wqe = w;
+        next = 0;
+        length = len;
+    }
 };
 
 // The NIC's end of a QP.
