@@ -155,9 +155,10 @@
 // acknowledgement. A full ring makes tx_burst stop there (it would block): the caller sends
 // the rest after its next rx_burst, as when a socket's buffer is full. The buffers are
 // allocated at the first such datagram, each as large as the largest it has held. While a socket
-// is active, and on every kUdpIdlePollEvery-th call, the ring takes at most half the slots and
-// the sockets are polled for the rest: a stream between two processes of one agent can keep the
-// ring full, and it would otherwise take every slot of every call and starve the network.
+// is active, on every kUdpIdlePollEvery-th call and on a sweep, the ring takes at most half the
+// slots and the sockets are polled for the rest: a stream between two processes of one agent
+// can keep the ring full, and it would otherwise take every slot of every call and starve the
+// network.
 //
 // Event fd. event_fd() is an epoll set that holds the sockets only between rx_notify(true) and
 // rx_notify(false): a socket in an epoll set costs the sender a wake-up callback per datagram

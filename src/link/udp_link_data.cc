@@ -333,9 +333,9 @@ uint32_t UdpLink::tx_self(const TxDatagram *dgrams, uint32_t n)
 uint32_t UdpLink::rx_self(RxDatagram *slots, uint32_t n)
 {
     // Datagrams to itself come first, but leave half the slots to the sockets while one of them
-    // is active and on a quiet socket's turn: a ring kept full would otherwise take every slot
-    // of every call (see "Datagrams to itself" in udp_link.h).
-    const uint32_t take = n > 1 && (active(rx_hot_) || rx_calls_ % kUdpIdlePollEvery == 0)
+    // is active, on a quiet socket's turn and on a sweep: a ring kept full would otherwise take
+    // every slot of every call (see "Datagrams to itself" in udp_link.h).
+    const uint32_t take = n > 1 && (active(rx_hot_) || rx_calls_ % kUdpIdlePollEvery == 0 || rx_sweep_)
                               ? n - n / 2
                               : n;
     uint32_t filled = 0;

@@ -1751,6 +1751,40 @@ void give_peer_socket(Link &a, Link &peer, uint64_t seed)
     expect_from(peer, warm, a.local_addr());
 }
 
+// A call after a gap polls every socket (a sweep), a full ring of datagrams to itself too: the
+// ring takes half the slots, and a datagram that waited on a quiet socket through the gap comes
+// in that call (it is no quiet socket's turn by count).
+TEST(UdpLink, self__a_full_ring_leaves_a_sweep_its_sockets)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *b, 43));   // (a sweep needs two sockets)
+    const auto to_self = make_payloads(std::vector<uint32_t>(kUdpSelfQueue, 24), 44);
+    const auto from_b = make_payloads({16}, 45);
+    ASSERT_EQ(kUdpSelfQueue, send_all(*a, to_self, a->local_addr()));
+    ASSERT_EQ(1u, send_all(*b, from_b, a->local_addr()));
+    constexpr uint32_t kSlots = 8;
+    std::vector<std::vector<uint8_t>> bufs(kSlots, std::vector<uint8_t>(a->mtu()));
+    std::vector<RxDatagram> slots(kSlots);
+    for (uint32_t i = 0; i < kSlots; ++i) {
+        slots[i] = RxDatagram{bufs[i].data(), a->mtu(), 0, LinkAddr()};
+    }
+    while ((as_udp(*a).rx_calls() + 1) % kUdpIdlePollEvery == 0) {
+        ASSERT_EQ(0u, a->rx_burst(slots.data(), 0));   // (no quiet socket's turn next)
+    }
+    for (const uint64_t until = now_ns() + 200 * 1000; now_ns() < until;) {
+    }
+    const uint32_t got = a->rx_burst(slots.data(), kSlots);
+    uint32_t from_self = 0, from_peer = 0;
+    for (uint32_t i = 0; i < got; ++i) {
+        from_self += slots[i].src == a->local_addr() ? 1 : 0;
+        from_peer += slots[i].src == b->local_addr() ? 1 : 0;
+    }
+    EXPECT_EQ(1u, from_peer) << "the sweep after a gap did not poll the sockets";
+    EXPECT_EQ(kSlots - kSlots / 2, from_self);
+}
+
 // a gets a peer socket for each of b and d, and each of them has returned a datagram.
 void two_active_peer_sockets(Link &a, Link &b, Link &d)
 {
