@@ -44,7 +44,8 @@ bool AddrSpace::read(void *dst, uint64_t addr, size_t len)
         return true;
     }
     if (const uint8_t *p = direct(addr, len)) {
-        std::memcpy(dst, p, len);
+        // (memmove: a process's WRITE or SEND to itself may name overlapping buffers.)
+        std::memmove(dst, p, len);
         return true;
     }
     if (!alive()) {
@@ -71,7 +72,7 @@ bool AddrSpace::write(uint64_t addr, const void *src, size_t len)
         return true;
     }
     if (uint8_t *p = direct(addr, len)) {
-        std::memcpy(p, src, len);
+        std::memmove(p, src, len);
         return true;
     }
     if (!alive()) {

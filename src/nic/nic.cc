@@ -437,8 +437,27 @@ unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag)
 
 unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
 {
+    // What is still in the send ring completes CANCELED as it is taken (cancelled_in_ring),
+    // asked before anything is taken here: a request to a QP of this NIC is carried out when
+    // it is taken (local_send, local_write), and a cancelled one must not be.
+    const QpContext::Cancel which{dest, tag, ctx->sq().position() + ctx->sq().available()};
+    if (!ctx->sq().empty()) {
+        ctx->cancels().push_back(which);
+    }
+    cancelling_ = Cancelling{ctx, which, 0};
     unsigned n = 0;
-    for (;;) {
+    for (bool again = true; again;) {
+        // A large request not handed out whole yet (in chunks, or a local WRITE in pieces)
+        // completes now, before another piece of it goes, and what waited behind it in the
+        // ring can be taken (and cancelled) in turn.
+        ChunkCursor &k = ctx->cursor();
+        again = k.active && which.covers(k.wqe);
+        if (again) {
+            k.active = false;
+            k.local = false;
+            ctx->complete(make_cqe(k.wqe.wr_id, SRCNIC_ERR_CANCELED, k.wqe.opcode, 0));
+            ++n;
+        }
         requester_take();   // what is still in the send ring is outstanding too
         auto cancel = [&](Connection *c, TxMsg *head) {
             for (TxMsg *m = head; m != nullptr; m = m->next) {
@@ -459,23 +478,11 @@ unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
         if (Remote *r = remote_of(dest)) {
             cancel(nullptr, r->backlog_head);   // (they go as NOPs once a DCI takes them)
         }
-        // A large request not handed out whole yet completes now, and what waited behind it
-        // in the ring can be taken (and cancelled) in turn.
-        ChunkCursor &k = ctx->cursor();
-        if (!k.active || k.wqe.dest.peer != dest.peer || k.wqe.dest.qpn != dest.qpn ||
-            (tag != 0 && k.wqe.tag != tag)) {
-            break;
-        }
-        k.active = false;
-        k.local = false;
-        ctx->complete(make_cqe(k.wqe.wr_id, SRCNIC_ERR_CANCELED, k.wqe.opcode, 0));
-        ++n;
     }
     // Work still in the ring (behind another request in chunks, or waiting for room in the
     // completion ring) is cancelled as it is taken.
-    if (!ctx->sq().empty()) {
-        ctx->cancels().push_back(QpContext::Cancel{dest, tag, ctx->sq().position() + ctx->sq().available()});
-    }
+    n += cancelling_.hits;
+    cancelling_.qp = nullptr;
     return n;
 }
 

@@ -518,6 +518,10 @@ private:
     // job key, the rkey and bounds), then completed kCqeDirectRead with the target's PID; true
     // if so. Anything else goes the ordinary way, which answers a failed check with its error.
     bool direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length);
+    // Whether c (the connection to itself) holds no packets of qp's requests: none left of one
+    // that completed early (cancelled, or failed) whose packets could still land after a
+    // request placed locally now. (Those of requests outstanding are ruled out by the caller.)
+    bool self_clear(const Connection *c, const QpContext *qp) const;
     // A WRITE to a QP of this NIC (a connection to itself: between two processes of one agent),
     // taken while nothing else of its QP is outstanding: placed by the NIC from the requester's
     // memory into the target's without packets, as a NIC loops such a WRITE back, checked as
@@ -759,6 +763,13 @@ private:
     }
     std::vector<Owner *> notified_; // see notify_completion
     std::vector<uint8_t> copy_bounce_; // copy_read's, allocated on its first use
+    // The qp_cancel under way: the requests of its QP it covers that requester_take completes
+    // CANCELED out of the send ring (hits), for its count.
+    struct Cancelling {
+        const QpContext *qp = nullptr;
+        QpContext::Cancel which{};
+        unsigned hits = 0;
+    } cancelling_;
 
     // Grows on demand; slot 0 unused (id 0 means "unknown"). Connections are allocated one by
     // one, so they never move, and a slot is found with one index.

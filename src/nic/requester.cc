@@ -92,6 +92,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
         }
         auto &sq = qp->sq();
         const bool trusted = qp->owner()->trusted;
+        uint64_t local_bytes = 0;   // of SENDs and WRITEs placed locally in this pass
         while (!sq.empty() && msgs_free_ > kAnswerReserve && qp->can_take()) {
             TxMsg *m = msg_alloc();
             if (!sq.peek(&m->wqe)) {   // (a corrupt ring: see below)
@@ -102,10 +103,12 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);   // behind a READ its process has yet to copy (direct_read)
                 break;
             }
+            // Cancelled while it waited in the ring: completes now, wherever it was going.
+            const bool cancelled = !qp->cancels().empty() && cancelled_in_ring(qp, m->wqe, sq.position());
             // Where it goes; a request waiting for a DCI stays in the ring, and the QP's later
             // requests behind it (their order is kept).
             srcnic_status_t status = SRCNIC_OK;
-            Connection *c = route(m->wqe.dest, &status);
+            Connection *c = cancelled ? nullptr : route(m->wqe.dest, &status);
             if (c == nullptr && status == SRCNIC_ERR_NO_RESOURCE) {
                 msg_free(m);
                 break;
@@ -116,7 +119,6 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);
                 break;
             }
-            const uint32_t position = sq.position();
             sq.pop();
             qp->took();
             qp->took_request();
@@ -125,7 +127,8 @@ SRCNIC_HOT unsigned Nic::requester_take()
             if (wqe.opcode == SRCNIC_OP_WRITE) {
                 qp->took_write();   // (its completion, of whatever kind, ends it)
             }
-            if (!qp->cancels().empty() && cancelled_in_ring(qp, wqe, position)) {
+            if (cancelled) {
+                cancelling_.hits += qp == cancelling_.qp && cancelling_.which.covers(wqe);
                 qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_CANCELED, wqe.opcode, 0));
                 msg_free(m);
                 continue;
@@ -150,18 +153,25 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);
                 continue;
             }
-            if (__builtin_expect(wqe.opcode == SRCNIC_OP_SEND, 1) && length <= kLocalWriteChunk &&
-                qp->requests_outstanding() == 1 && to_self(c) && local_send(qp, c, wqe, length)) {
-                msg_free(m);   // to a QP of this NIC, nothing of its own QP before it: placed
+            // To a QP of this NIC, nothing of its own QP before it: carried out here, at most
+            // about kLocalWriteChunk bytes of the QP's requests a pass (the agent's other
+            // processes wait meanwhile).
+            const bool local = (wqe.opcode == SRCNIC_OP_WRITE ||
+                                (wqe.opcode == SRCNIC_OP_SEND && length <= kLocalWriteChunk)) &&
+                               qp->requests_outstanding() == 1 && to_self(c) && self_clear(c, qp);
+            if (local && wqe.opcode == SRCNIC_OP_SEND && local_send(qp, c, wqe, length)) {
+                msg_free(m);
+                if ((local_bytes += length) >= kLocalWriteChunk) {
+                    break;
+                }
                 continue;
             }
-            if (wqe.opcode == SRCNIC_OP_WRITE && qp->requests_outstanding() == 1 && to_self(c)) {
-                // To a QP of this NIC, nothing of its own QP before it: placed here (in pieces;
-                // the QP's later work waits for the last, as behind chunks).
+            if (local && wqe.opcode == SRCNIC_OP_WRITE) {
+                // In pieces: the QP's later work waits for the last, as behind chunks.
                 qp->cursor().start(wqe, length, true);
                 msg_free(m);
                 local_write(qp);
-                if (qp->cursor().active) {
+                if (qp->cursor().active || (local_bytes += length) >= kLocalWriteChunk) {
                     break;
                 }
                 continue;
@@ -205,6 +215,19 @@ SRCNIC_HOT unsigned Nic::requester_take()
         }
     }
     return taken;
+}
+
+bool Nic::self_clear(const Connection *c, const QpContext *qp) const
+{
+    if (c->act == nullptr) {
+        return true;
+    }
+    for (const TxMsg *m = c->act->head; m != nullptr; m = m->next) {
+        if (m->kind == TxMsg::Kind::kRequest && m->local_qpn == qp->qpn()) {
+            return false;
+        }
+    }
+    return true;
 }
 
 bool Nic::direct_read(QpContext *qp, const srcnic_wqe_t &wqe, uint64_t length)
@@ -389,8 +412,7 @@ bool Nic::cancelled_in_ring(QpContext *qp, const srcnic_wqe_t &wqe, uint32_t pos
             cancels.pop_back();
             continue;
         }
-        hit |= k.dest.peer == wqe.dest.peer && k.dest.qpn == wqe.dest.qpn &&
-               (k.tag == 0 || k.tag == wqe.tag);
+        hit |= k.covers(wqe);
         ++i;
     }
     return hit;

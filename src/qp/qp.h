@@ -164,6 +164,11 @@ public:
         srcnic_dest_t dest;
         uint32_t tag;
         uint32_t until;
+
+        bool covers(const srcnic_wqe_t &w) const
+        {
+            return w.dest.peer == dest.peer && w.dest.qpn == dest.qpn && (tag == 0 || w.tag == tag);
+        }
     };
     std::vector<Cancel> &cancels() { return cancels_; }
 

@@ -135,7 +135,9 @@ TEST_F(NicBasic, write__to_its_own_engine_placed_without_packets)
         nic->progress();
         ASSERT_TRUE(std::equal(big.begin(), big.begin() + kLocalWriteChunk, region.begin()));
         ASSERT_FALSE(std::equal(big.begin(), big.end(), region.begin())) << "placed whole at once";
+        const std::vector<uint8_t> placed(region);
         EXPECT_EQ(1u, nic->qp_cancel(qa_, self, 5));
+        EXPECT_TRUE(placed == region) << "the cancel placed another piece";
         srcnic_cqe_t c;
         ASSERT_EQ(1u, qa_->poll_cq(&c, 1));
         EXPECT_EQ(SRCNIC_ERR_CANCELED, c.status);
@@ -266,6 +268,154 @@ TEST_F(NicBasic, send__to_its_own_engine_placed_without_packets)
     ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc));
     EXPECT_EQ(SRCNIC_ERR_UNREACHABLE, sc.status);
     EXPECT_EQ(sends + 3, nic->counter(SRCNIC_CNT_LOCAL_SENDS));
+}
+
+// Cancelled before the engine took them: SENDs and WRITEs to its own QPs complete CANCELED
+// and nothing is placed (a request to its own engine is carried out as it is taken, and the
+// cancel takes what is still in the ring).
+TEST_F(NicBasic, cancel__requests_to_its_own_engine_place_nothing)
+{
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa2;
+    Nic *nic = nics_.nic(0);
+    ASSERT_EQ(SRCNIC_OK, nic->qp_create(qc, &qa2));
+    srcnic_dest_t self;
+    ASSERT_EQ(SRCNIC_OK, nic->dest_create(nic->addr(), qa2->qpn(), &self));
+    std::vector<uint8_t> region(1 << 20, 0), rbuf(8192, 0);
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, nic->mr_reg(region.data(), region.size(), SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    const uint64_t raddr = reinterpret_cast<uint64_t>(region.data());
+    for (int i = 0; i < 4; ++i) {
+        ASSERT_EQ(SRCNIC_OK, qa2->post_recv(make_recv(100 + i, rbuf.data(), static_cast<uint32_t>(rbuf.size()))));
+    }
+    auto data = pattern(region.size(), 77);
+    // SEND, WRITE of one piece, SEND, WRITE of several pieces; one more to keep, tagged apart.
+    const uint32_t lens[] = {4000, 8192, 100, 1 << 20};
+    for (uint32_t i = 0; i < 4; ++i) {
+        srcnic_wqe_t w = i % 2 == 0 ? make_send(self, i, data.data(), lens[i])
+                                    : make_rdma(SRCNIC_OP_WRITE, self, i, data.data(), lens[i], raddr, mr->rkey);
+        w.tag = 5;
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(w));
+    }
+    srcnic_wqe_t kept = make_send(self, 9, data.data(), 64);
+    kept.tag = 6;
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(kept));
+    const uint64_t packets = nic->counter(SRCNIC_CNT_TX_PACKETS);
+    EXPECT_EQ(4u, nic->qp_cancel(qa_, self, 5));
+    // The cancel took the whole ring: the request tagged apart went too, into the first buffer.
+    srcnic_cqe_t c[8];
+    ASSERT_EQ(5u, qa_->poll_cq(c, 8));
+    for (uint32_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(i, c[i].wr_id);
+        EXPECT_EQ(SRCNIC_ERR_CANCELED, c[i].status) << "request " << i;
+    }
+    EXPECT_EQ(9u, c[4].wr_id);
+    EXPECT_EQ(SRCNIC_OK, c[4].status);
+    ASSERT_EQ(1u, qa2->poll_cq(c, 8)) << "a cancelled SEND was received";
+    EXPECT_EQ(100u, c[0].wr_id);
+    EXPECT_EQ(64u, c[0].byte_len);
+    EXPECT_EQ(0u, nic->counter(SRCNIC_CNT_LOCAL_WRITES));
+    EXPECT_EQ(1u, nic->counter(SRCNIC_CNT_LOCAL_SENDS));
+    EXPECT_EQ(std::vector<uint8_t>(region.size(), 0), region) << "a cancelled WRITE was placed";
+    EXPECT_EQ(packets, nic->counter(SRCNIC_CNT_TX_PACKETS));
+    nic->mr_dereg(mr);
+    nic->qp_destroy(qa2);
+}
+
+// The engine carries out at most about one piece (kLocalWriteChunk) of a QP's requests to
+// itself per pass: a ring full of them does not keep it from everything else.
+TEST_F(NicBasic, local_requests__about_one_piece_per_pass)
+{
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa2;
+    Nic *nic = nics_.nic(0);
+    ASSERT_EQ(SRCNIC_OK, nic->qp_create(qc, &qa2));
+    srcnic_dest_t self;
+    ASSERT_EQ(SRCNIC_OK, nic->dest_create(nic->addr(), qa2->qpn(), &self));
+    const uint32_t quarter = kLocalWriteChunk / 4;
+    std::vector<uint8_t> region(8 * quarter, 0), rbuf(8 * quarter, 0);
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, nic->mr_reg(region.data(), region.size(), SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    auto data = pattern(region.size(), 78);
+    for (uint32_t i = 0; i < 8; ++i) {
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_WRITE, self, i, data.data() + i * quarter, quarter,
+                                                      reinterpret_cast<uint64_t>(region.data()) + i * quarter,
+                                                      mr->rkey)));
+        ASSERT_EQ(SRCNIC_OK, qa2->post_recv(make_recv(100 + i, rbuf.data() + i * quarter, quarter)));
+    }
+    nic->transmit();
+    EXPECT_EQ(4u, nic->counter(SRCNIC_CNT_LOCAL_WRITES)) << "WRITEs of a quarter piece in one pass";
+    for (uint32_t i = 0; i < 8; ++i) {
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(self, 10 + i, data.data() + i * quarter, quarter)));
+    }
+    nic->transmit();
+    EXPECT_EQ(8u, nic->counter(SRCNIC_CNT_LOCAL_WRITES));
+    nic->transmit();
+    EXPECT_EQ(4u, nic->counter(SRCNIC_CNT_LOCAL_SENDS)) << "SENDs of a quarter piece in one pass";
+    srcnic_cqe_t c;
+    for (uint32_t i = 0; i < 16; ++i) {
+        ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+        EXPECT_EQ(SRCNIC_OK, c.status);
+    }
+    for (uint32_t i = 0; i < 8; ++i) {
+        ASSERT_TRUE(poll_one(nics_.all(), qa2, &c));
+        EXPECT_EQ(SRCNIC_OK, c.status);
+    }
+    EXPECT_EQ(data, region);
+    EXPECT_EQ(data, rbuf);
+    EXPECT_EQ(8u, nic->counter(SRCNIC_CNT_LOCAL_SENDS));
+    nic->mr_dereg(mr);
+    nic->qp_destroy(qa2);
+}
+
+// A WRITE cancelled with packets of it still on the way to its own engine: the QP's next WRITE
+// is not placed ahead of them (it goes behind them, as packets), so what lands last is its.
+TEST_F(NicBasic, write__after_a_cancelled_one_to_its_own_engine_lands_last)
+{
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *qa2;
+    Nic *nic = nics_.nic(0);
+    ASSERT_EQ(SRCNIC_OK, nic->qp_create(qc, &qa2));
+    srcnic_dest_t self;
+    ASSERT_EQ(SRCNIC_OK, nic->dest_create(nic->addr(), qa2->qpn(), &self));
+    const uint32_t len = 64 * 1024;
+    std::vector<uint8_t> region(len, 0), rbuf(64);
+    srcnic_mr_t *mr;
+    ASSERT_EQ(SRCNIC_OK, nic->mr_reg(region.data(), region.size(),
+                                     SRCNIC_ACCESS_REMOTE_READ | SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    const uint64_t raddr = reinterpret_cast<uint64_t>(region.data());
+    auto first = pattern(len, 79), second = pattern(len, 80);
+    // A READ goes as packets (this engine's processes do not copy READs themselves), and the
+    // WRITE behind it too (its QP has a request outstanding). Sent, not yet received:
+    srcnic_wqe_t s = make_rdma(SRCNIC_OP_READ, self, 1, rbuf.data(), 64, raddr, mr->rkey);
+    s.tag = 5;
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(s));
+    srcnic_wqe_t w = make_rdma(SRCNIC_OP_WRITE, self, 2, first.data(), len, raddr, mr->rkey);
+    w.tag = 5;
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(w));
+    const uint64_t packets = nic->counter(SRCNIC_CNT_TX_PACKETS);
+    for (int i = 0; i < 4; ++i) {
+        nic->transmit();
+    }
+    ASSERT_LT(packets + 1, nic->counter(SRCNIC_CNT_TX_PACKETS)) << "the WRITE went as no packets";
+    EXPECT_EQ(2u, nic->qp_cancel(qa_, self, 5));
+    srcnic_cqe_t c[2];
+    ASSERT_EQ(2u, qa_->poll_cq(c, 2));
+    EXPECT_EQ(SRCNIC_ERR_CANCELED, c[0].status);
+    EXPECT_EQ(SRCNIC_ERR_CANCELED, c[1].status);
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_WRITE, self, 3, second.data(), len, raddr, mr->rkey)));
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &c[0]));
+    EXPECT_EQ(3u, c[0].wr_id);
+    EXPECT_EQ(SRCNIC_OK, c[0].status);
+    for (int i = 0; i < 200; ++i) {
+        nic->progress();
+    }
+    EXPECT_TRUE(second == region) << "the cancelled WRITE's packets landed after the next WRITE";
+    nic->mr_dereg(mr);
+    nic->qp_destroy(qa2);
 }
 
 TEST_F(NicBasic, send__receiver_not_ready_then_delivered)
