@@ -309,6 +309,11 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
     wqe->wr_id = (uintptr_t)desc;
     wqe->dest  = ep->dest;
     wqe->tag   = ep->tag;
+    if (ucs_unlikely(ep->flags & UCT_SRC_EP_FLAG_INVALIDATED)) {
+        /* Completes CANCELED when the NIC takes it, in order, and goes nowhere: not even to
+         * a QP of the same agent, which a cancel asked after the post could come too late for. */
+        wqe->flags |= SRCNIC_WQE_FLAG_CANCELED;
+    }
     status     = srcnic_post_send(iface->qp, wqe);
     if (ucs_unlikely(status != SRCNIC_OK)) {
         ucs_mpool_put_inline(desc);
@@ -319,10 +324,6 @@ uct_src_ep_post(uct_src_iface_t *iface, uct_src_ep_t *ep, uct_src_send_desc_t *d
     ep->flags = (ep->flags & ~UCT_SRC_EP_FLAG_LAZY_TAIL) |
                 ((wqe->flags & SRCNIC_WQE_FLAG_LAZY_ACK) ? UCT_SRC_EP_FLAG_LAZY_TAIL : 0);
     ucs_list_add_tail(&ep->outstanding, &desc->list);
-    if (ucs_unlikely(ep->flags & UCT_SRC_EP_FLAG_INVALIDATED)) {
-        srcnic_qp_cancel(iface->qp, ep->dest, ep->tag); /* completes CANCELED, sends nothing */
-        return UCS_OK;
-    }
     /* The doorbell: a send leaves now, unless the iface holds bursts (the application has
      * been progressing promptly after them, uct_src_iface_tx_burst_ended) and this one follows
      * closely the transmission of an earlier send of the same burst: then it leaves with the

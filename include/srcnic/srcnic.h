@@ -310,9 +310,11 @@ SRCNIC_API uint32_t srcnic_qp_num(const srcnic_qp_t *qp);
 SRCNIC_API srcnic_status_t srcnic_post_send(srcnic_qp_t *qp, const srcnic_wqe_t *wqe);
 /* Posts a receive buffer. NO_RESOURCE if the receive ring is full. */
 SRCNIC_API srcnic_status_t srcnic_post_recv(srcnic_qp_t *qp, const srcnic_recv_wqe_t *wqe);
-/* Cancels the work this QP has outstanding towards dest with the given WQE tag (0: any tag):
- * each request completes at once with CANCELED (requests partly transmitted are finished on
- * the wire as NOPs, so the peer never sees a torn message). Returns how many were cancelled. */
+/* Cancels the work this QP has outstanding towards dest with the given WQE tag (0: any tag),
+ * posted before the call: each request completes with CANCELED and is never carried out
+ * (requests partly transmitted are finished on the wire as NOPs, so the peer never sees a torn
+ * message). Returns how many completed in the call; requests still in the send ring behind
+ * others complete CANCELED when the NIC reaches them. */
 SRCNIC_API unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest, uint32_t tag);
 /* Takes up to max completions; returns how many were written to cqes. */
 SRCNIC_API unsigned srcnic_poll_cq(srcnic_qp_t *qp, srcnic_cqe_t *cqes, unsigned max);

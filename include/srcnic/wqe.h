@@ -27,11 +27,15 @@ typedef enum srcnic_opcode {
 
 enum {
     SRCNIC_WQE_FLAG_INLINE   = 1u << 0, /* payload is in inline_data, not in the gather list */
-    SRCNIC_WQE_FLAG_LAZY_ACK = 1u << 1  /* nothing waits for its completion soon (its payload
+    SRCNIC_WQE_FLAG_LAZY_ACK = 1u << 1, /* nothing waits for its completion soon (its payload
                                          * was copied): the engine does not ask the peer for a
                                          * prompt acknowledgement of it; one rides on the peer's
                                          * next packet back, or comes within the peer's
                                          * acknowledgement delay (PROTOCOL.md 5.3) */
+    SRCNIC_WQE_FLAG_CANCELED = 1u << 2  /* carried out nowhere: completes CANCELED when the NIC
+                                         * takes it, in order with the QP's other requests (for
+                                         * a caller that goes on posting for a destination whose
+                                         * work it cancelled) */
 };
 
 #define SRCNIC_WQE_MAX_SGE      6     /* gather entries in one WQE */

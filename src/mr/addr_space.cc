@@ -44,7 +44,8 @@ bool AddrSpace::read(void *dst, uint64_t addr, size_t len)
         return true;
     }
     if (const uint8_t *p = direct(addr, len)) {
-        // (memmove: a process's WRITE or SEND to itself may name overlapping buffers.)
+        // (memmove: a process's WRITE or SEND to itself may name overlapping buffers; each copy is
+        // safe, though a WRITE placed in several copies may read bytes an earlier one wrote.)
         std::memmove(dst, p, len);
         return true;
     }

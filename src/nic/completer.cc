@@ -404,8 +404,9 @@ void Nic::complete_request(Connection *c, TxMsg *m)
         }
     }
     ChunkCursor &k = m->qp->cursor();
-    if (k.active && k.status == SRCNIC_OK) {
-        k.status = m->status;
+    if (k.active && k.status == SRCNIC_OK && k.wqe.wr_id == m->wqe.wr_id &&
+        k.next == m->offset + m->length) {
+        k.status = m->status;   // (its cursor still: not a later WQE's of the same QP)
     }
     (void)c;
 }

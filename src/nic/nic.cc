@@ -438,49 +438,48 @@ unsigned Nic::qp_cancel(Qp *qp, srcnic_dest_t dest, uint32_t tag)
 unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
 {
     // What is still in the send ring completes CANCELED as it is taken (cancelled_in_ring),
-    // asked before anything is taken here: a request to a QP of this NIC is carried out when
-    // it is taken (local_send, local_write), and a cancelled one must not be.
+    // marked before anything is taken: a request to a QP of this NIC is carried out when it is
+    // taken (local_send, local_write), and a cancelled one must not be. Requests posted after
+    // this call are not its.
     const QpContext::Cancel which{dest, tag, ctx->sq().position() + ctx->sq().available()};
     if (!ctx->sq().empty()) {
         ctx->cancels().push_back(which);
     }
-    cancelling_ = Cancelling{ctx, which, 0};
     unsigned n = 0;
-    for (bool again = true; again;) {
-        // A large request not handed out whole yet (in chunks, or a local WRITE in pieces)
-        // completes now, before another piece of it goes, and what waited behind it in the
-        // ring can be taken (and cancelled) in turn.
-        ChunkCursor &k = ctx->cursor();
-        again = k.active && which.covers(k.wqe);
-        if (again) {
-            k.active = false;
-            k.local = false;
-            ctx->complete(make_cqe(k.wqe.wr_id, SRCNIC_ERR_CANCELED, k.wqe.opcode, 0));
-            ++n;
-        }
-        requester_take();   // what is still in the send ring is outstanding too
-        auto cancel = [&](Connection *c, TxMsg *head) {
-            for (TxMsg *m = head; m != nullptr; m = m->next) {
-                if (m->qp == ctx && !m->cancelled && m->peer_qpn == dest.qpn &&
-                    m->kind == TxMsg::Kind::kRequest && (tag == 0 || m->wqe.tag == tag)) {
-                    const bool completes = !m->more;
-                    m->status = SRCNIC_ERR_CANCELED;
-                    complete_request(c, m);
-                    m->cancelled = true;
-                    m->qp = nullptr;
-                    n += completes;
-                }
-            }
-        };
-        if (Connection *c = current(dest); c != nullptr && c->act != nullptr) {
-            cancel(c, c->act->head);
-        }
-        if (Remote *r = remote_of(dest)) {
-            cancel(nullptr, r->backlog_head);   // (they go as NOPs once a DCI takes them)
-        }
+    // A large request not handed out whole yet (in chunks, or a local WRITE in pieces)
+    // completes now, before another piece of it goes.
+    ChunkCursor &k = ctx->cursor();
+    if (k.active && which.covers(k.wqe)) {
+        k.active = false;
+        k.local = false;
+        ctx->complete(make_cqe(k.wqe.wr_id, SRCNIC_ERR_CANCELED, k.wqe.opcode, 0));
+        ++n;
     }
-    // Work still in the ring (behind another request in chunks, or waiting for room in the
-    // completion ring) is cancelled as it is taken.
+    // Then what was handed out (before the take below: what it hands out is not this call's).
+    auto cancel = [&](Connection *c, TxMsg *head) {
+        for (TxMsg *m = head; m != nullptr; m = m->next) {
+            if (m->qp == ctx && !m->cancelled && m->peer_qpn == dest.qpn &&
+                m->kind == TxMsg::Kind::kRequest && (tag == 0 || m->wqe.tag == tag)) {
+                const bool completes = !m->more;
+                m->status = SRCNIC_ERR_CANCELED;
+                complete_request(c, m);
+                m->cancelled = true;
+                m->qp = nullptr;
+                n += completes;
+            }
+        }
+    };
+    if (Connection *c = current(dest); c != nullptr && c->act != nullptr) {
+        cancel(c, c->act->head);
+    }
+    if (Remote *r = remote_of(dest)) {
+        cancel(nullptr, r->backlog_head);   // (they go as NOPs once a DCI takes them)
+    }
+    // Then the ring: what the take reaches completes now. What it does not reach (behind
+    // another destination's request in chunks, waiting for room in the completion ring, past
+    // the pass's share of local work) completes CANCELED when it is taken.
+    cancelling_ = Cancelling{ctx, which, 0};
+    requester_take();
     n += cancelling_.hits;
     cancelling_.qp = nullptr;
     return n;

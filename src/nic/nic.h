@@ -121,6 +121,12 @@ constexpr uint64_t kReadCopyMax = 256 * 1024;
 // size take some 40 µs, and the agent's other processes wait meanwhile.
 constexpr uint64_t kLocalWriteChunk = 128 * 1024;
 static_assert(kLocalWriteChunk <= kReadCopyMax, "a piece fits the copy buffer");
+// What a local SEND or WRITE counts for against a QP's share of local work in a pass (about
+// kLocalWriteChunk bytes), however short: a ring of empty ones is bounded too.
+constexpr uint64_t kLocalOpBytes = 1024;
+// Messages of the connection to itself that self_clear looks through: with more in flight a
+// request goes as packets instead of being placed locally.
+constexpr uint32_t kSelfClearScan = 64;
 
 // Reads bytes [off, off + len) of a request's data (its WQE's gather list, not inline) from
 // space into dst; false if space does not have them.
@@ -521,16 +527,18 @@ private:
     // Whether c (the connection to itself) holds no packets of qp's requests: none left of one
     // that completed early (cancelled, or failed) whose packets could still land after a
     // request placed locally now. (Those of requests outstanding are ruled out by the caller.)
+    // False too where more than kSelfClearScan messages are in flight on it.
     bool self_clear(const Connection *c, const QpContext *qp) const;
     // A WRITE to a QP of this NIC (a connection to itself: between two processes of one agent),
-    // taken while nothing else of its QP is outstanding: placed by the NIC from the requester's
+    // taken while nothing else of its QP is outstanding or on that connection (self_clear),
+    // within the QP's share of local work in the pass (kLocalOpBytes): placed by the NIC from the requester's
     // memory into the target's without packets, as a NIC loops such a WRITE back, checked as
     // the responder checks one (the target QP and its job key, the rkey and bounds of the whole
     // message first, then of each piece, and the target alive). qp's cursor holds it; each call
     // places the next kLocalWriteChunk bytes, and the last (or a failure) completes it.
     void local_write(QpContext *qp);
     // A SEND of at most kLocalWriteChunk bytes to a QP of this NIC (c: the connection to itself),
-    // nothing else of its QP outstanding: placed by the NIC into the target QP's next posted
+    // under the same conditions as local_write: placed by the NIC into the target QP's next posted
     // receive buffer and completed on both QPs, as the responder would (no such QP, a buffer
     // too short, a buffer not the target's memory). False, nothing done, where the target has
     // no buffer posted or no room for the completion: it goes as packets, which wait for one.

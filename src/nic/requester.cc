@@ -103,8 +103,10 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);   // behind a READ its process has yet to copy (direct_read)
                 break;
             }
-            // Cancelled while it waited in the ring: completes now, wherever it was going.
-            const bool cancelled = !qp->cancels().empty() && cancelled_in_ring(qp, m->wqe, sq.position());
+            // Posted cancelled, or cancelled while it waited in the ring: completes now,
+            // wherever it was going.
+            const bool cancelled = (m->wqe.flags & SRCNIC_WQE_FLAG_CANCELED) ||
+                                   (!qp->cancels().empty() && cancelled_in_ring(qp, m->wqe, sq.position()));
             // Where it goes; a request waiting for a DCI stays in the ring, and the QP's later
             // requests behind it (their order is kept).
             srcnic_status_t status = SRCNIC_OK;
@@ -127,15 +129,19 @@ SRCNIC_HOT unsigned Nic::requester_take()
             if (wqe.opcode == SRCNIC_OP_WRITE) {
                 qp->took_write();   // (its completion, of whatever kind, ends it)
             }
-            if (cancelled) {
-                cancelling_.hits += qp == cancelling_.qp && cancelling_.which.covers(wqe);
-                qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_CANCELED, wqe.opcode, 0));
+            // A host in another process may have written anything: the copy is checked (an
+            // opcode it completes with must be one of the send ring's).
+            if (!trusted && srcnic::validate_wqe(wqe, max_msg_) != SRCNIC_OK) {
+                const uint8_t op = wqe.opcode >= SRCNIC_OP_SEND && wqe.opcode <= SRCNIC_OP_READ
+                                       ? wqe.opcode
+                                       : static_cast<uint8_t>(SRCNIC_OP_SEND);
+                qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_INVALID_PARAM, op, 0));
                 msg_free(m);
                 continue;
             }
-            // A host in another process may have written anything: the copy is checked.
-            if (!trusted && srcnic::validate_wqe(wqe, max_msg_) != SRCNIC_OK) {
-                qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_INVALID_PARAM, wqe.opcode, 0));
+            if (cancelled) {
+                cancelling_.hits += qp == cancelling_.qp && cancelling_.which.covers(wqe);
+                qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_CANCELED, wqe.opcode, 0));
                 msg_free(m);
                 continue;
             }
@@ -161,7 +167,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
                                qp->requests_outstanding() == 1 && to_self(c) && self_clear(c, qp);
             if (local && wqe.opcode == SRCNIC_OP_SEND && local_send(qp, c, wqe, length)) {
                 msg_free(m);
-                if ((local_bytes += length) >= kLocalWriteChunk) {
+                if ((local_bytes += std::max(length, kLocalOpBytes)) >= kLocalWriteChunk) {
                     break;
                 }
                 continue;
@@ -171,7 +177,8 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 qp->cursor().start(wqe, length, true);
                 msg_free(m);
                 local_write(qp);
-                if (qp->cursor().active || (local_bytes += length) >= kLocalWriteChunk) {
+                if (qp->cursor().active ||
+                    (local_bytes += std::max(length, kLocalOpBytes)) >= kLocalWriteChunk) {
                     break;
                 }
                 continue;
@@ -222,9 +229,10 @@ bool Nic::self_clear(const Connection *c, const QpContext *qp) const
     if (c->act == nullptr) {
         return true;
     }
+    uint32_t seen = 0;
     for (const TxMsg *m = c->act->head; m != nullptr; m = m->next) {
-        if (m->kind == TxMsg::Kind::kRequest && m->local_qpn == qp->qpn()) {
-            return false;
+        if ((m->kind == TxMsg::Kind::kRequest && m->local_qpn == qp->qpn()) || ++seen > kSelfClearScan) {
+            return false;   // (a longer queue: the request goes as packets, behind it)
         }
     }
     return true;

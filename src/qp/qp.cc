@@ -30,7 +30,8 @@ srcnic_status_t validate_wqe(const srcnic_wqe_t &wqe, size_t max_msg)
             length += wqe.u.sge[i].length;
         }
     }
-    if ((wqe.flags & ~(SRCNIC_WQE_FLAG_INLINE | SRCNIC_WQE_FLAG_LAZY_ACK)) != 0 || length > max_msg) {
+    if ((wqe.flags & ~(SRCNIC_WQE_FLAG_INLINE | SRCNIC_WQE_FLAG_LAZY_ACK | SRCNIC_WQE_FLAG_CANCELED)) != 0 ||
+        length > max_msg) {
         return SRCNIC_ERR_INVALID_PARAM;
     }
     return SRCNIC_OK;

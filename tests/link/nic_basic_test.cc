@@ -639,6 +639,41 @@ TEST_F(NicBasic, cancel__chunked_write_completes_once)
     nics_.nic(1)->mr_dereg(mr);
 }
 
+// Cancelling a request in chunks leaves the QP's next one alone, a request in chunks waiting
+// behind it in the ring: it completes OK with all its bytes (its cursor takes no failure of
+// the cancelled one's chunks).
+TEST_F(NicBasic, cancel__chunked_write_leaves_the_next_one_in_the_ring_alone)
+{
+    const uint32_t big = 4 << 20;
+    std::vector<uint8_t> region_a(big, 0), region_b(big, 0);
+    auto data_a = pattern(big, 81), data_b = pattern(big, 82);
+    srcnic_mr_t *mr_a, *mr_b;
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->mr_reg(region_a.data(), big, SRCNIC_ACCESS_REMOTE_WRITE, &mr_a));
+    ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->mr_reg(region_b.data(), big, SRCNIC_ACCESS_REMOTE_WRITE, &mr_b));
+    srcnic_wqe_t wa = make_rdma(SRCNIC_OP_WRITE, to_b_, 1, data_a.data(), big,
+                                reinterpret_cast<uint64_t>(region_a.data()), mr_a->rkey);
+    wa.tag = 5;
+    srcnic_wqe_t wb = make_rdma(SRCNIC_OP_WRITE, to_b_, 2, data_b.data(), big,
+                                reinterpret_cast<uint64_t>(region_b.data()), mr_b->rkey);
+    wb.tag = 6;
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(wa));
+    ASSERT_EQ(SRCNIC_OK, qa_->post_send(wb));
+    for (int i = 0; i < 3; ++i) {
+        nics_.nic(0)->progress();   // chunks of the first on the wire, the second in the ring
+    }
+    EXPECT_EQ(1u, nics_.nic(0)->qp_cancel(qa_, to_b_, 5));
+    srcnic_cqe_t c;
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+    EXPECT_EQ(1u, c.wr_id);
+    EXPECT_EQ(SRCNIC_ERR_CANCELED, c.status);
+    ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+    EXPECT_EQ(2u, c.wr_id);
+    EXPECT_EQ(SRCNIC_OK, c.status);
+    EXPECT_TRUE(data_b == region_b);
+    nics_.nic(1)->mr_dereg(mr_a);
+    nics_.nic(1)->mr_dereg(mr_b);
+}
+
 TEST_F(NicBasic, remote_access__forged_or_out_of_bounds_refused_memory_unchanged)
 {
     std::vector<uint8_t> region(10000, 0x11), guard_before(64, 0x22);

@@ -225,6 +225,42 @@ TEST_F(UctSrcQuietPeer, ep_destroy__after_cancel_with_peer_silent)
     EXPECT_EQ(UCS_OK, uct_iface_flush(a_.iface, 0, nullptr));
 }
 
+// After uct_ep_invalidate an operation on the ep completes CANCELED and reaches nobody, also
+// between two processes of one agent, where a send is carried out as soon as the agent takes
+// it from the ring (a cancel asked after the post would come too late).
+TEST_F(UctSrc, ep_invalidate__later_operations_complete_cancelled_and_reach_nobody)
+{
+    ASSERT_EQ(UCS_OK, uct_src_test_ep_invalidate(ep_ab_));
+    std::vector<uint8_t> data(2000, 7);
+    std::vector<Completion *> comps;
+    for (int i = 0; i < 4; ++i) {
+        Completion &c = completion();
+        uct_iov_t iov{data.data(), data.size(), UCT_MEM_HANDLE_NULL, 0, 1};
+        ASSERT_EQ(UCS_INPROGRESS, uct_ep_am_zcopy(ep_ab_, kAmId, nullptr, 0, &iov, 1, 0, &c.uct));
+        comps.push_back(&c);
+    }
+    ASSERT_TRUE(wait_for([&] {
+        for (Completion *c : comps) {
+            if (c->fired == 0) {
+                return false;
+            }
+        }
+        return true;
+    }));
+    for (Completion *c : comps) {
+        EXPECT_EQ(1, c->fired);
+        EXPECT_EQ(UCS_ERR_CANCELED, c->status);
+    }
+    progress_for(0.1);
+    EXPECT_TRUE(b_.rx.empty()) << "a send on an invalidated ep was delivered";
+    // (Invalidating reports the ep failed, as UCP's keepalive expects.)
+    std::lock_guard<std::mutex> lock(a_.errors_lock);
+    ASSERT_EQ(1u, a_.errors.size());
+    EXPECT_EQ(ep_ab_, a_.errors[0].ep);
+    EXPECT_EQ(UCS_ERR_ENDPOINT_TIMEOUT, a_.errors[0].status);
+    a_.errors.clear();
+}
+
 // Two eps of a to the same iface of b: cancelling (or destroying) one must not touch the
 // operations of the other.
 class UctSrcTwoEps : public UctSrcQuietPeer {

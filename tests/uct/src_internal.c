@@ -85,6 +85,11 @@ unsigned long uct_src_test_am_dropped(uct_iface_h tl_iface)
     return UCT_SRC_TEST_READ_LOCKED(tl_iface, iface, iface->rx_am_dropped);
 }
 
+ucs_status_t uct_src_test_ep_invalidate(uct_ep_h ep)
+{
+    return uct_ep_invalidate(ep, 0);
+}
+
 uint32_t uct_src_test_ep_posted(uct_ep_h tl_ep)
 {
     uct_src_ep_t *ep       = ucs_derived_of(tl_ep, uct_src_ep_t);

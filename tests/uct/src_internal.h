@@ -52,6 +52,8 @@ int uct_src_test_attached(uct_iface_h iface);
 unsigned long uct_src_test_am_dropped(uct_iface_h iface);
 /* Sends the ep has posted to its engine (wraps): its operations and its probes. */
 uint32_t uct_src_test_ep_posted(uct_ep_h ep);
+/* uct_ep_invalidate (UCX's internal API, as UCP's keepalive calls it). */
+ucs_status_t uct_src_test_ep_invalidate(uct_ep_h ep);
 
 /* Connections the iface's engine holds open. */
 unsigned uct_src_test_num_connections(uct_iface_h iface);

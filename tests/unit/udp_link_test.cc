@@ -1770,9 +1770,16 @@ TEST(UdpLink, self__a_full_ring_leaves_a_sweep_its_sockets)
     for (uint32_t i = 0; i < kSlots; ++i) {
         slots[i] = RxDatagram{bufs[i].data(), a->mtu(), 0, LinkAddr()};
     }
-    while ((as_udp(*a).rx_calls() + 1) % kUdpIdlePollEvery == 0) {
-        ASSERT_EQ(0u, a->rx_burst(slots.data(), 0));   // (no quiet socket's turn next)
-    }
+    // b's datagram is in one of a's socket queues (loopback may hand it to the kernel's
+    // softirq thread: wait for it, bounded).
+    UdpLink &udp = as_udp(*a);
+    struct pollfd pfd[2] = {{udp.socket_fd(), POLLIN, 0}, {udp.peer_socket_fd(0), POLLIN, 0}};
+    ASSERT_LT(0, ::poll(pfd, 2, 10000)) << "b's datagram never reached a's sockets";
+    // A call (the first one is always a sweep), then one that is no quiet socket's turn by
+    // count, after a gap longer than kUdpSweepTicks at any clock rate.
+    do {
+        ASSERT_EQ(0u, a->rx_burst(slots.data(), 0));
+    } while ((udp.rx_calls() + 1) % kUdpIdlePollEvery == 0);
     for (const uint64_t until = now_ns() + 200 * 1000; now_ns() < until;) {
     }
     const uint32_t got = a->rx_burst(slots.data(), kSlots);
