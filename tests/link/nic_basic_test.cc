@@ -42,6 +42,16 @@ protected:
     Qp *qb_ = nullptr;
     srcnic_dest_t to_b_{};
     srcnic_dest_t to_a_{};
+
+    // A second QP of a's engine, and a's destination for it: requests to it go to a's own
+    // engine.
+    void own_qp(Qp **qp, srcnic_dest_t *self)
+    {
+        srcnic_qp_config_t qc;
+        srcnic_qp_config_init(&qc);
+        ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, qp));
+        ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->dest_create(nics_.nic(0)->addr(), (*qp)->qpn(), self));
+    }
 };
 
 TEST_F(NicBasic, dest_create__sends_nothing)
@@ -98,12 +108,9 @@ TEST_F(NicBasic, send__to_self)
 // SEND still outstanding it goes as packets, after the SEND. Sizes up to 4 MiB (32 pieces).
 TEST_F(NicBasic, write__to_its_own_engine_placed_without_packets)
 {
-    srcnic_qp_config_t qc;
-    srcnic_qp_config_init(&qc);
     Qp *qa2;
-    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, &qa2));
     srcnic_dest_t self;
-    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->dest_create(nics_.nic(0)->addr(), qa2->qpn(), &self));
+    ASSERT_NO_FATAL_FAILURE(own_qp(&qa2, &self));
     std::vector<uint8_t> region(4 << 20, 0);
     srcnic_mr_t *mr;
     ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->mr_reg(region.data(), region.size(),
@@ -196,12 +203,9 @@ TEST_F(NicBasic, write__to_its_own_engine_placed_without_packets)
 // responder's (a buffer too short stays posted, no such QP).
 TEST_F(NicBasic, send__to_its_own_engine_placed_without_packets)
 {
-    srcnic_qp_config_t qc;
-    srcnic_qp_config_init(&qc);
     Qp *qa2;
-    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, &qa2));
     srcnic_dest_t self;
-    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->dest_create(nics_.nic(0)->addr(), qa2->qpn(), &self));
+    ASSERT_NO_FATAL_FAILURE(own_qp(&qa2, &self));
     Nic *nic = nics_.nic(0);
     std::vector<uint8_t> rbuf(kLocalWriteChunk + 100);
     const size_t sizes[] = {0, 1, 128, 129, 8192, kLocalWriteChunk, kLocalWriteChunk + 1};
@@ -275,13 +279,10 @@ TEST_F(NicBasic, send__to_its_own_engine_placed_without_packets)
 // cancel takes what is still in the ring).
 TEST_F(NicBasic, cancel__requests_to_its_own_engine_place_nothing)
 {
-    srcnic_qp_config_t qc;
-    srcnic_qp_config_init(&qc);
     Qp *qa2;
-    Nic *nic = nics_.nic(0);
-    ASSERT_EQ(SRCNIC_OK, nic->qp_create(qc, &qa2));
     srcnic_dest_t self;
-    ASSERT_EQ(SRCNIC_OK, nic->dest_create(nic->addr(), qa2->qpn(), &self));
+    ASSERT_NO_FATAL_FAILURE(own_qp(&qa2, &self));
+    Nic *nic = nics_.nic(0);
     std::vector<uint8_t> region(1 << 20, 0), rbuf(8192, 0);
     srcnic_mr_t *mr;
     ASSERT_EQ(SRCNIC_OK, nic->mr_reg(region.data(), region.size(), SRCNIC_ACCESS_REMOTE_WRITE, &mr));
@@ -327,13 +328,10 @@ TEST_F(NicBasic, cancel__requests_to_its_own_engine_place_nothing)
 // itself per pass: a ring full of them does not keep it from everything else.
 TEST_F(NicBasic, local_requests__about_one_piece_per_pass)
 {
-    srcnic_qp_config_t qc;
-    srcnic_qp_config_init(&qc);
     Qp *qa2;
-    Nic *nic = nics_.nic(0);
-    ASSERT_EQ(SRCNIC_OK, nic->qp_create(qc, &qa2));
     srcnic_dest_t self;
-    ASSERT_EQ(SRCNIC_OK, nic->dest_create(nic->addr(), qa2->qpn(), &self));
+    ASSERT_NO_FATAL_FAILURE(own_qp(&qa2, &self));
+    Nic *nic = nics_.nic(0);
     const uint32_t quarter = kLocalWriteChunk / 4;
     std::vector<uint8_t> region(8 * quarter, 0), rbuf(8 * quarter, 0);
     srcnic_mr_t *mr;
@@ -374,13 +372,10 @@ TEST_F(NicBasic, local_requests__about_one_piece_per_pass)
 // is not placed ahead of them (it goes behind them, as packets), so what lands last is its.
 TEST_F(NicBasic, write__after_a_cancelled_one_to_its_own_engine_lands_last)
 {
-    srcnic_qp_config_t qc;
-    srcnic_qp_config_init(&qc);
     Qp *qa2;
-    Nic *nic = nics_.nic(0);
-    ASSERT_EQ(SRCNIC_OK, nic->qp_create(qc, &qa2));
     srcnic_dest_t self;
-    ASSERT_EQ(SRCNIC_OK, nic->dest_create(nic->addr(), qa2->qpn(), &self));
+    ASSERT_NO_FATAL_FAILURE(own_qp(&qa2, &self));
+    Nic *nic = nics_.nic(0);
     const uint32_t len = 64 * 1024;
     std::vector<uint8_t> region(len, 0), rbuf(64);
     srcnic_mr_t *mr;
