@@ -2,10 +2,11 @@
 # One OSU point-to-point test on loopback, every rank on a node agent that srcrun --agent
 # starts (of build A, then of build B), beside build B embedded and UCX tcp, alternating rounds.
 # Prints one line per run: the column of the test's figure at each size.
-# usage: osu_ab.sh PROG SIZES     env: A B (build trees), NP (2), ROUNDS (5)
+# usage: osu_ab.sh PROG SIZES     env: A B (build trees), NP (2), ROUNDS (5), DIR (pt2pt;
+#        collective for osu_allreduce and the like)
 PROG=${1:-osu_bw}; SIZES=${2:-8:65536}; NP=${NP:-2}; R=${ROUNDS:-5}
 A=${A:-/tmp/base/_b}; B=${B:-/work/main/_build/release}
-OSU=/root/.cache/osu-7.4/libexec/osu-micro-benchmarks/mpi/pt2pt
+OSU=/root/.cache/osu-7.4/libexec/osu-micro-benchmarks/mpi/${DIR:-pt2pt}
 OPTS="--oversubscribe --bind-to none --mca mpi_yield_when_idle 1"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 col() { awk '/^[0-9]/ {printf "%s ", $2} END {print ""}'; }
