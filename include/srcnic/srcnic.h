@@ -311,8 +311,9 @@ SRCNIC_API srcnic_status_t srcnic_post_send(srcnic_qp_t *qp, const srcnic_wqe_t 
 /* Posts a receive buffer. NO_RESOURCE if the receive ring is full. */
 SRCNIC_API srcnic_status_t srcnic_post_recv(srcnic_qp_t *qp, const srcnic_recv_wqe_t *wqe);
 /* Cancels the work this QP has outstanding towards dest with the given WQE tag (0: any tag),
- * posted before the call: each request completes with CANCELED and is never carried out
- * (requests partly transmitted are finished on the wire as NOPs, so the peer never sees a torn
+ * posted before the call: each request completes with CANCELED. What is still in the send ring
+ * is never carried out; what was handed out may have reached the peer in whole or in part (a
+ * request partly transmitted is finished on the wire as NOPs, so the peer never sees a torn
  * message). Returns how many completed in the call; requests still in the send ring behind
  * others complete CANCELED when the NIC reaches them. */
 SRCNIC_API unsigned srcnic_qp_cancel(srcnic_qp_t *qp, srcnic_dest_t dest, uint32_t tag);

@@ -33,9 +33,10 @@ enum {
                                          * next packet back, or comes within the peer's
                                          * acknowledgement delay (PROTOCOL.md 5.3) */
     SRCNIC_WQE_FLAG_CANCELED = 1u << 2  /* carried out nowhere: completes CANCELED when the NIC
-                                         * takes it, in order with the QP's other requests (for
-                                         * a caller that goes on posting for a destination whose
-                                         * work it cancelled) */
+                                         * takes it, in ring order (its completion may come
+                                         * before those of earlier requests still in flight);
+                                         * for a caller that goes on posting for a destination
+                                         * whose work it cancelled */
 };
 
 #define SRCNIC_WQE_MAX_SGE      6     /* gather entries in one WQE */

@@ -443,7 +443,17 @@ unsigned Nic::qp_cancel(QpContext *ctx, srcnic_dest_t dest, uint32_t tag)
     // this call are not its.
     const QpContext::Cancel which{dest, tag, ctx->sq().position() + ctx->sq().available()};
     if (!ctx->sq().empty()) {
-        ctx->cancels().push_back(which);
+        // One mark per destination and tag (a process that cancels again and again while its
+        // ring is stuck, its completion ring full, adds no more): the later reaches further.
+        auto &marks = ctx->cancels();
+        auto same = std::find_if(marks.begin(), marks.end(), [&](const QpContext::Cancel &k) {
+            return k.dest.peer == dest.peer && k.dest.qpn == dest.qpn && k.tag == tag;
+        });
+        if (same != marks.end()) {
+            same->until = which.until;
+        } else {
+            marks.push_back(which);
+        }
     }
     unsigned n = 0;
     // A large request not handed out whole yet (in chunks, or a local WRITE in pieces)

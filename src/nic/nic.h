@@ -531,7 +531,8 @@ private:
     bool self_clear(const Connection *c, const QpContext *qp) const;
     // A WRITE to a QP of this NIC (a connection to itself: between two processes of one agent),
     // taken while nothing else of its QP is outstanding or on that connection (self_clear),
-    // within the QP's share of local work in the pass (kLocalOpBytes): placed by the NIC from the requester's
+    // within the QP's share of local work in the pass (about kLocalWriteChunk bytes, each
+    // request counting at least kLocalOpBytes): placed by the NIC from the requester's
     // memory into the target's without packets, as a NIC loops such a WRITE back, checked as
     // the responder checks one (the target QP and its job key, the rkey and bounds of the whole
     // message first, then of each piece, and the target alive). qp's cursor holds it; each call

@@ -121,6 +121,7 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 msg_free(m);
                 break;
             }
+            const uint32_t position = sq.position();
             sq.pop();
             qp->took();
             qp->took_request();
@@ -140,7 +141,8 @@ SRCNIC_HOT unsigned Nic::requester_take()
                 continue;
             }
             if (cancelled) {
-                cancelling_.hits += qp == cancelling_.qp && cancelling_.which.covers(wqe);
+                cancelling_.hits += qp == cancelling_.qp && cancelling_.which.covers(wqe) &&
+                                    static_cast<int32_t>(position - cancelling_.which.until) < 0;
                 qp->complete(make_cqe(wqe.wr_id, SRCNIC_ERR_CANCELED, wqe.opcode, 0));
                 msg_free(m);
                 continue;
