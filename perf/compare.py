@@ -40,6 +40,10 @@ import time
 MPI_PEERS = ["src", "src-agent", "ucx-tcp", "ob1-tcp", "ofi-rxd", "ofi-tcp"]
 UCX_PEERS = ["src", "src-agent", "tcp"]
 SRC_PEERS = ("src", "src-agent")
+# The scale suite runs ob1-tcp (Open MPI's own TCP, no UCX: the launch and runtime without any
+# UCX transport) only when --peers names it: a 256-rank job takes minutes a run. In the table's
+# order (src first); a round runs them from the last.
+SCALE_PEERS = ["src", "src-agent", "ucx-tcp"]
 BED_NET = "198.51.100"
 
 # What each placement uses: devices, addresses, and the nodes processes run on.
@@ -141,6 +145,10 @@ class Driver:
     def peers(self, peers):
         return [p for p in peers if (p != "src-agent" or self.args.agent_socket) and
                 (not self.args.peers or p in self.args.peers)]
+
+    def scale_peers(self):
+        named = self.args.peers or []
+        return self.peers(SCALE_PEERS + (["ob1-tcp"] if "ob1-tcp" in named else []))
 
     def ucx_env(self, peer, place):
         env = self.base_env()
@@ -469,7 +477,8 @@ class Driver:
     # ---------------------------------------------------------------- scale
     SCALE_KEYS = [("init_us", "us"), ("init_after_last_start_us", "us"),
                   ("init_launch_spread_us", "us"), ("init_own_us", "us"),
-                  ("init_own_us_max", "us"),
+                  ("init_own_us_max", "us"), ("init_cpu_us", "us"), ("init_cpu_us_max", "us"),
+                  ("init_cpu_total_us", "us"),
                   ("first_alltoall_us", "us"), ("all_pairs_us", "us"),
                   ("job_s", "s"),
                   ("rss_kib", "KiB"), ("rss_kib_max", "KiB"), ("fds", "count"),
@@ -490,6 +499,8 @@ class Driver:
     def scale_job(self, peer, nranks, nodes):
         """One run of mpi_bench --tests init on nranks ranks over nodes nodes: ({figure: value},
         None) or (None, why); job_s is the job's wall time, launch to exit."""
+        self.log.write("# scale job: %s\n" % peer)
+        self.log.flush()
         if peer == "src-agent" and not self.restart_agents():
             return None, "the node agents did not restart"
         prog = [self.args.bin + "/mpi_bench", "--json", "--tests", "init", "--sizes", "8",
@@ -514,7 +525,7 @@ class Driver:
         nranks, nodes, runs = self.args.scale_ranks, 8, self.args.scale_runs
         label = "%dr/%dn" % (nranks, nodes)
         place = "%dnodes" % nodes
-        peers = self.peers(["ucx-tcp", "src-agent", "src"])
+        peers = self.scale_peers()[::-1]
         got = {p: [] for p in peers}
         why = {p: [] for p in peers}
         if self.args.nodes < nodes:
@@ -924,11 +935,11 @@ def versions():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--bin", required=True, help="directory of mpi_bench, ucp_wireup, probe")
-    ap.add_argument("--module", required=True)
-    ap.add_argument("--srcrun", required=True)
-    ap.add_argument("--testbed", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--bin", help="directory of mpi_bench, ucp_wireup, probe")
+    ap.add_argument("--module")
+    ap.add_argument("--srcrun")
+    ap.add_argument("--testbed")
     ap.add_argument("--prefix", default=os.environ.get("SRCBED_PREFIX", "srcbed"))
     ap.add_argument("--nodes", type=int, default=2, help="test-bed nodes that are up")
     ap.add_argument("--only", default="uct,ucp,mpi,osu,wireup,state,scale")
@@ -950,7 +961,20 @@ def main():
                     help="launches of each OSU program per peer, peers in turn; medians")
     ap.add_argument("--peers", default="",
                     help="measure only these (comma-separated, e.g. src,tcp,ucx-tcp; default all)")
+    ap.add_argument("--check", action="store_true",
+                    help="check the arguments and exit (compare.sh, before it sets anything up)")
     args = ap.parse_args()
+    missing = [a for a in ("out", "bin", "module", "srcrun", "testbed") if not getattr(args, a)]
+    if missing and not args.check:
+        ap.error("required: %s" % ", ".join("--" + a for a in missing))
+    suites = ("uct", "ucp", "wireup", "mpi", "osu", "state", "scale")
+    unknown = sorted(set(s for s in args.only.split(",") if s) - set(suites))
+    if unknown:
+        ap.error("--only: unknown %s (known: %s)" % (", ".join(unknown), ", ".join(suites)))
+    unknown = sorted(set(p for p in args.placements.split(",") if p) - set(PLACEMENTS))
+    if unknown:
+        ap.error("--placements: unknown %s (known: %s)" % (", ".join(unknown),
+                 ", ".join(sorted(PLACEMENTS))))
     args.peers = [p for p in args.peers.split(",") if p]
     unknown = sorted(set(args.peers) - set(MPI_PEERS) - set(UCX_PEERS))
     if args.peers and "src" not in args.peers:
@@ -958,6 +982,8 @@ def main():
     if unknown:
         ap.error("--peers: unknown %s (known: %s)" % (", ".join(unknown),
                  ", ".join(sorted(set(MPI_PEERS) | set(UCX_PEERS)))))
+    if args.check:
+        return 0
     args.probe = os.path.join(args.bin, "libsrc_probe.so")
     args.sizes_given = bool(args.sizes)
     if args.sizes:
@@ -975,16 +1001,16 @@ def main():
     signal.signal(signal.SIGINT, stop)
 
     started = time.time()
-    suites = args.only.split(",")
+    wanted = args.only.split(",")
     for place in args.placements.split(","):
-        for suite in ("uct", "ucp", "wireup", "mpi", "osu", "state", "scale"):
-            if suite not in suites:
+        for suite in suites:
+            if suite not in wanted:
                 continue
             if suite == "scale" and (args.quick or place != "2nodes"):
                 if args.quick or "2nodes" not in args.placements.split(","):
                     print("== scale: skipped (%s)" % ("full mode only" if args.quick else
                           "runs on the 2nodes placement's test bed only"), flush=True)
-                    suites.remove("scale")
+                    wanted.remove("scale")
                 continue
             if suite == "osu" and not args.osu_dir:
                 print("== osu: skipped (set OSU_DIR or --osu-dir to an installed "
@@ -997,8 +1023,9 @@ def main():
             "command": args.command, "quick": args.quick, "seconds": round(time.time() - started),
             "machine": versions(), "sizes": args.sizes}
     peers_of = {"uct": UCX_PEERS, "ucp": UCX_PEERS, "wireup": UCX_PEERS, "mpi": MPI_PEERS,
-                "osu": MPI_PEERS, "state": MPI_PEERS, "scale": ["src", "src-agent", "ucx-tcp"]}
+                "osu": MPI_PEERS, "state": MPI_PEERS}
     peers_of = {k: d.peers(v) for k, v in peers_of.items()}
+    peers_of["scale"] = d.scale_peers()
     m = meta["machine"]
     header = ("srcucx side-by-side comparison, %s, source %s\ncommand: %s\nmachine: %s, %s "
               "cores, %s, Linux %s, %s; UCX %s, Open MPI %s, libfabric %s; %d s\n"

@@ -62,6 +62,12 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+# The arguments compare.py takes, checked before anything is built or set up.
+py=python3
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null && py=/usr/bin/python3
+"$py" "$top/perf/compare.py" --check --only "$only" --placements "$placements" \
+    ${peers:+--peers "$peers"} || exit 2
+
 # The build: an existing tree, else one made here.
 if [ -z "$build" ]; then
     build=${SRC_BUILD_DIR:-$top/_build}/perf
@@ -133,8 +139,6 @@ if [ $agent -eq 1 ]; then
     [ $bed -eq 0 ] || "$testbed" agents "$build/src/srcd" --log-file "$out/srcd-bed.log"
 fi
 
-py=python3
-/usr/bin/python3 -c 'import matplotlib' 2>/dev/null && py=/usr/bin/python3
 args=(--out "$out" --bin "$bin" --module "$module" --srcrun "$srcrun" --testbed "$testbed"
       --nodes "$nodes" --only "$only" --placements "$placements" --command "$command_line")
 [ $quick -eq 1 ] && args+=(--quick)
@@ -145,9 +149,11 @@ args=(--out "$out" --bin "$bin" --module "$module" --srcrun "$srcrun" --testbed 
                                  --srcd "$build/src/srcd")
 args+=(--scale-ranks "$scale_ranks" --scale-runs "$scale_runs" --osu-runs "$osu_runs")
 # The whole run is bounded too: 15 min quick, 45 min full, and for the scale suite up to
-# 3 jobs of 15 min and the agents' restarts and readings (about 3 min) a round.
+# 3 jobs of 15 min (4 with ob1-tcp) and the agents' restarts and readings (about 3 min) a round.
 limit=$([ $quick -eq 1 ] && echo 900 || echo 2700)
-case ",$only," in *,scale,*) [ $quick -eq 1 ] || limit=$((limit + scale_runs * 2900)) ;; esac
+scale_jobs=3
+case ",$peers," in *,ob1-tcp,*) scale_jobs=4 ;; esac
+case ",$only," in *,scale,*) [ $quick -eq 1 ] || limit=$((limit + scale_runs * (scale_jobs * 900 + 200))) ;; esac
 # The osu suite (every size of osu_latency, osu_bw, osu_mbw_mr, the one-sided programs and
 # osu_init, each peer; OSU's own iteration counts in full mode): 10 more minutes a placement
 # quick, 120 full, for each of --osu-runs.

@@ -11,6 +11,8 @@
  *   --list-fds     with init: rank 0 also prints each descriptor it holds and what it is
  *                  ("# fd N: TARGET" lines on stdout, ahead of the results), to tell which
  *                  descriptors the transport adds
+ * The init test's rank 0 also prints "# init window (CLOCK_MONOTONIC s): FIRST LAST", the
+ * first rank entering MPI_Init and the last leaving it, to cut a host-wide profile to it.
  *
  * Point-to-point tests run between rank 0 and rank N/2 (on different nodes when ranks are
  * mapped by slot on two nodes); the others wait. Run them with 2 ranks: idle ranks poll and take
@@ -24,7 +26,9 @@
  * ranks), init_launch_spread_us = from the first rank entering MPI_Init to the last,
  * init_after_last_start_us = from the last rank entering it to the last leaving it (the launch
  * left out; ranks on one host's clock), first_alltoall_us = the first 8-byte MPI_Alltoall right
- * after it, all_pairs_us = then one message with every other rank (collectives need not connect
+ * after it, init_cpu_us = the CPU time of each process during its MPI_Init (every thread; mean
+ * and max) and init_cpu_total_us its sum over ranks, all_pairs_us = then one message with every
+ * other rank (collectives need not connect
  * every pair), then, per process with all pairs connected and averaged (and max) over ranks:
  * resident memory, open file descriptors, sockets, and the engine's connection state where
  * the src probe (libsrc_probe.so) is loaded. */
@@ -64,6 +68,14 @@ static double now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* CPU time of the whole process (every thread: MPI_Init starts its runtime's threads). */
+static double cpu_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
@@ -373,7 +385,7 @@ static void record_spread(const char *name, double mine, const char *unit)
     record(max_name, 0, max, unit, 1);
 }
 
-static void bench_init(double init_start, double init_end)
+static void bench_init(double init_start, double init_end, double init_cpu)
 {
     char *sbuf = xmalloc(8 * (size_t)nranks), *rbuf = xmalloc(8 * (size_t)nranks);
     double t0 = now_us(), first, second, mine_init = init_end - init_start, worst;
@@ -401,6 +413,21 @@ static void bench_init(double init_start, double init_end)
         MPI_Reduce(&init_start, &earliest, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
         record("init_launch_spread_us", 0, latest[0] - earliest, "us", 1);
         record("init_after_last_start_us", 0, latest[1] - latest[0], "us", 1);
+        /* Where a profile of the whole host (perf record -k CLOCK_MONOTONIC) is cut to the
+         * job's MPI_Init: from the first rank entering it to the last leaving it. */
+        if (rank == 0) {
+            printf("# init window (CLOCK_MONOTONIC s): %.6f %.6f\n", earliest / 1e6,
+                   latest[1] / 1e6);
+        }
+    }
+    /* The CPU MPI_Init took (each rank's, and all ranks' together): against the host's CPUs
+     * times the init window, it says whether init waits or computes. */
+    {
+        double total = 0;
+
+        record_spread("init_cpu_us", init_cpu, "us");
+        MPI_Reduce(&init_cpu, &total, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        record("init_cpu_total_us", 0, total, "us", 1);
     }
     MPI_Reduce(&first, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     record("first_alltoall_us", 0, worst, "us", 1);
@@ -497,11 +524,13 @@ int main(int argc, char **argv)
     const char *tests = "lat,bw,bibw,msgrate,alltoall,allreduce";
     size_t sizes[BENCH_MAX_SIZES] = {8, 1024, 65536, 1048576};
     int num_sizes = 4, json = 0, i, s;
-    double init_start, init_end;
+    double init_start, init_end, init_cpu;
 
+    init_cpu   = cpu_us();
     init_start = now_us();
     MPI_Init(&argc, &argv);
     init_end = now_us();
+    init_cpu = cpu_us() - init_cpu;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
@@ -541,7 +570,7 @@ int main(int argc, char **argv)
 
     /* init first: it must see the first communication of the job. */
     if (has_test(tests, "init")) {
-        bench_init(init_start, init_end);
+        bench_init(init_start, init_end, init_cpu);
     }
     for (s = 0; s < num_sizes; ++s) {
         if (has_test(tests, "lat")) {
