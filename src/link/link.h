@@ -90,6 +90,8 @@ struct LinkStats {
     uint64_t rx_dropped = 0;       // datagrams for this link that the medium dropped before
                                    // rx_burst saw them (receive queue full), as far as the
                                    // backend can tell
+    uint64_t rx_polls_skipped = 0; // rx_burst calls that polled nothing: the process shares its
+                                   // CPU and the link has been idle (UdpLink: "Sharing a CPU")
 };
 
 class Link {

@@ -142,10 +142,23 @@
 // that their senders' tail-loss probes fired: thousands per rank instead of tens), and the
 // alltoall took 1.6 times as long as with the bound socket alone, 4-6 times with a third
 // process busy on one of the CPUs (perf/results/2026-11-27-a2a/NOTES.md). The gap is read
-// from the CPU's time-stamp counter (a few nanoseconds; the clock where there is none), only
-// on a link with peer sockets. A sweep does not take the place of a quiet socket's turn: it
+// from the CPU's time-stamp counter (a few nanoseconds; the clock where there is none) on every
+// call (see "Sharing a CPU"). A sweep does not take the place of a quiet socket's turn: it
 // polls the sockets only for the slots that staged aggregates leave, which may be none (a
 // quiet socket got nothing in 256 calls behind a stream when sweeps skipped its turns).
+//
+// Sharing a CPU. A receive that finds nothing is a system call of about 0.5 µs here, and a
+// process that shares its CPU with another spends its turn on them: Open MPI's blocking calls
+// make 100 progress calls before they yield, and while this process has the CPU the other,
+// whose datagram it waits for, cannot send it. Two ranks of a ping-pong on one CPU took 2.3
+// times tcp's round trip (whose empty check, an epoll_wait, costs 0.2 µs), four ranks on two
+// CPUs 1.5-1.8 times its all-to-all (perf/results/2026-12-02-osu-2nodes-coll/NOTES.md). So
+// a call that comes within kUdpSharedCalls polling calls of a gap (this process was off its
+// CPU: it shares it), after kUdpIdleSkipAfter or more calls in a row found nothing, polls the
+// sockets only every kUdpIdleSkipEvery-th time and otherwise returns at once (counted in
+// rx_polls_skipped). A datagram that arrives meanwhile waits at most kUdpIdleSkipEvery - 1 of
+// these calls, each a few tens of nanoseconds. A process with a CPU of its own makes no gaps
+// and polls on every call, as before.
 //
 // Datagrams to itself. A datagram to the link's own address (a connection of an engine to
 // itself: every message between two processes attached to one node agent) does not go through
@@ -236,6 +249,13 @@ constexpr uint64_t kUdpSweepTicks = 32768;
 // With this many sockets or more to poll in one rx_burst, a poll(2) over them first tells
 // which hold anything (see "Polling several sockets").
 constexpr uint32_t kUdpReadyCheckFrom = 2;
+// Sharing a CPU (see "Sharing a CPU"): after a gap, once this many polling rx_burst calls in a
+// row found nothing ...
+constexpr uint32_t kUdpIdleSkipAfter = 16;
+// ... only every this many calls polls the sockets ...
+constexpr uint32_t kUdpIdleSkipEvery = 4;
+// ... for this many polling calls after the gap.
+constexpr uint64_t kUdpSharedCalls = 1024;
 // Receive calls in one rx_burst that may fail with a hard error before it gives up.
 constexpr uint32_t kUdpMaxRxErrorsPerBurst = 8;
 // Staging buffers for received aggregates, and their size in bytes (an aggregate is one UDP
@@ -297,23 +317,22 @@ public:
     }
     __attribute__((always_inline)) uint32_t rx_burst(RxDatagram *slots, uint32_t n) override
     {
-        ++rx_calls_;
         self_lent_ = 0;   // what the previous call lent is the caller's no longer
-        if (socks_.size() > 1) {
-            // After a gap every socket is due (see "Polling several sockets").
-            const uint64_t ticks = rx_ticks();
-            rx_sweep_ = ticks - rx_last_ticks_ >= kUdpSweepTicks;
-            rx_last_ticks_ = ticks;
+        const uint64_t ticks = rx_ticks();
+        const bool gap = ticks - rx_last_ticks_ >= kUdpSweepTicks;
+        rx_last_ticks_ = ticks;
+        if (gap) {
+            rx_gap_call_ = rx_calls_ + 1;
+            rx_empty_run_ = 0;
+        } else if (idle_skip()) {
+            return 0;   // (see "Sharing a CPU")
         }
-        if (__builtin_expect(self_count_ != 0, 0)) {
-            return rx_self(slots, n);
-        }
-        // A single busy socket (one peer, a ping-pong) whose last receive found at most one
-        // datagram, no quiet socket due in this call: one datagram, as rx_from takes it.
-        if (only_hot_due() && !gro_ && socks_[rx_hot_].single) {
-            return rx_one(socks_[rx_hot_], slots[0]);
-        }
-        return rx_burst_rest(slots, n);
+        ++rx_calls_;
+        // After a gap every socket is due (see "Polling several sockets").
+        rx_sweep_ = gap && socks_.size() > 1;
+        const uint32_t got = rx_poll(slots, n);
+        rx_empty_run_ = got == 0 ? rx_empty_run_ + 1 : 0;
+        return got;
     }
     const LinkAddr &local_addr() const override { return local_addr_; }
     uint32_t mtu() const override { return mtu_; }
@@ -422,6 +441,34 @@ private:
     }
     // Only rx_hot_ is active: every other socket last returned a datagram at rx_others_last_
     // at the latest.
+    // The receive of rx_burst.
+    __attribute__((always_inline)) uint32_t rx_poll(RxDatagram *slots, uint32_t n)
+    {
+        if (__builtin_expect(self_count_ != 0, 0)) {
+            return rx_self(slots, n);
+        }
+        // A single busy socket (one peer, a ping-pong) whose last receive found at most one
+        // datagram, no quiet socket due in this call: one datagram, as rx_from takes it.
+        if (only_hot_due() && !gro_ && socks_[rx_hot_].single) {
+            return rx_one(socks_[rx_hot_], slots[0]);
+        }
+        return rx_burst_rest(slots, n);
+    }
+    // This call polls no socket (see "Sharing a CPU"): a gap came within the last
+    // kUdpSharedCalls polls, the last kUdpIdleSkipAfter or more found nothing, nothing is
+    // staged or held in the ring to itself, and it is not every kUdpIdleSkipEvery-th call.
+    bool idle_skip()
+    {
+        if (rx_empty_run_ < kUdpIdleSkipAfter || rx_calls_ - rx_gap_call_ >= kUdpSharedCalls ||
+            gro_count_ != 0 || self_count_ != 0) {
+            return false;
+        }
+        if (++rx_idle_turn_ % kUdpIdleSkipEvery == 0) {
+            return false;
+        }
+        ++stats_.rx_polls_skipped;
+        return true;
+    }
     bool only_hot_active() const
     {
         return active(rx_hot_) &&
@@ -647,8 +694,11 @@ private:
     uint32_t rx_start_ = 0;        // the socket whose turn comes first in this rx_burst
     uint32_t rx_hot_ = 0;          // the socket that returned the latest datagram
     uint64_t rx_others_last_ = 0;  // the latest last_rx_call of any other socket (0: none)
-    uint64_t rx_last_ticks_ = 0;   // rx_ticks() at the previous rx_burst (with peer sockets)
+    uint64_t rx_last_ticks_ = 0;   // rx_ticks() at the previous rx_burst
     bool rx_sweep_ = false;        // this rx_burst polls every socket (a gap before it)
+    uint64_t rx_gap_call_ = 0;     // rx_calls_ of the latest call that came after a gap
+    uint32_t rx_empty_run_ = 0;    // polling rx_burst calls in a row that found nothing
+    uint32_t rx_idle_turn_ = 0;    // calls that idle_skip() weighed (every kUdpIdleSkipEvery-th polls)
     std::unique_ptr<uint32_t[]> rx_due_;         // sockets to poll in this rx_burst (1 +
                                                  // peer_sockets_max_) ...
     std::unique_ptr<struct pollfd[]> rx_pollfds_; //   ... and their poll(2) entries

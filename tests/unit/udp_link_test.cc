@@ -1792,6 +1792,44 @@ TEST(UdpLink, self__a_full_ring_leaves_a_sweep_its_sockets)
     EXPECT_EQ(kSlots - kSlots / 2, from_self);
 }
 
+// A process sharing its CPU (a call after a gap) whose link found nothing in kUdpIdleSkipAfter
+// calls in a row polls its sockets only every kUdpIdleSkipEvery-th call, and still finds a
+// datagram within that many calls. (A gap of the machine's own between calls starts the count
+// again: the attempt is repeated until one shows a skipped poll.)
+TEST(UdpLink, idle__sharing_a_cpu_polls_every_few_calls_and_misses_nothing)
+{
+    std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+    std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+    ASSERT_TRUE(a && b);
+    std::vector<uint8_t> buf(a->mtu());
+    RxDatagram slot{buf.data(), a->mtu(), 0, LinkAddr()};
+    UdpLink &udp = as_udp(*a);
+    bool skipped_with_data = false;
+    for (int attempt = 0; attempt < 8 && !skipped_with_data; ++attempt) {
+        for (const uint64_t until = now_ns() + 200 * 1000; now_ns() < until;) {
+        }
+        for (uint32_t i = 0; i < kUdpIdleSkipAfter; ++i) {
+            ASSERT_EQ(0u, a->rx_burst(&slot, 1));
+        }
+        const auto one = make_payloads({16}, 60 + attempt);
+        ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
+        struct pollfd pfd = {udp.socket_fd(), POLLIN, 0};
+        ASSERT_EQ(1, ::poll(&pfd, 1, 10000)) << "b's datagram never reached a's socket";
+        const uint64_t before = a->stats().rx_polls_skipped;
+        uint32_t calls = 0, got = 0;
+        while (got == 0 && calls < 1000) {
+            got = a->rx_burst(&slot, 1);
+            ++calls;
+        }
+        ASSERT_EQ(1u, got);
+        EXPECT_EQ(one[0], std::vector<uint8_t>(buf.data(), buf.data() + slot.len));
+        EXPECT_LE(calls, kUdpIdleSkipEvery) << "attempt " << attempt;
+        skipped_with_data = a->stats().rx_polls_skipped > before;
+    }
+    EXPECT_TRUE(skipped_with_data) << "no call skipped its poll after a gap and " << kUdpIdleSkipAfter
+                                   << " empty ones";
+}
+
 // a gets a peer socket for each of b and d, and each of them has returned a datagram.
 void two_active_peer_sockets(Link &a, Link &b, Link &d)
 {
