@@ -1798,6 +1798,11 @@ TEST(UdpLink, self__a_full_ring_leaves_a_sweep_its_sockets)
 // again: the attempt is repeated until one shows a skipped poll.)
 TEST(UdpLink, idle__sharing_a_cpu_polls_every_few_calls_and_misses_nothing)
 {
+    // The datagram is in a's socket before the gap, and the mock makes the first
+    // kUdpIdleSkipAfter receives after it find nothing: so no system call of the test's own
+    // (a send, a poll) sits between the gap, the empty polls and the calls that must skip,
+    // and only a preemption there (a second gap) can spoil an attempt.
+    MockGuard guard;
     std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
     std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
     ASSERT_TRUE(a && b);
@@ -1806,15 +1811,21 @@ TEST(UdpLink, idle__sharing_a_cpu_polls_every_few_calls_and_misses_nothing)
     UdpLink &udp = as_udp(*a);
     bool skipped_with_data = false;
     for (int attempt = 0; attempt < 8 && !skipped_with_data; ++attempt) {
+        const auto one = make_payloads({16}, 60 + attempt);
+        ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
+        struct pollfd pfd = {udp.socket_fd(), POLLIN, 0};
+        ASSERT_EQ(1, ::poll(&pfd, 1, 10000)) << "b's datagram never reached a's socket";
+        g_recv_plan = MockPlan();
+        g_recv_plan.fd = udp.socket_fd();
+        g_recv_plan.fails = kUdpIdleSkipAfter;
+        g_recv_plan.err = EAGAIN;
         for (const uint64_t until = now_ns() + 200 * 1000; now_ns() < until;) {
         }
         for (uint32_t i = 0; i < kUdpIdleSkipAfter; ++i) {
             ASSERT_EQ(0u, a->rx_burst(&slot, 1));
         }
-        const auto one = make_payloads({16}, 60 + attempt);
-        ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
-        struct pollfd pfd = {udp.socket_fd(), POLLIN, 0};
-        ASSERT_EQ(1, ::poll(&pfd, 1, 10000)) << "b's datagram never reached a's socket";
+        ASSERT_EQ(kUdpIdleSkipAfter, g_recv_plan.failed) << "a call skipped before "
+                                                         << kUdpIdleSkipAfter << " empty ones";
         const uint64_t before = a->stats().rx_polls_skipped;
         uint32_t calls = 0, got = 0;
         while (got == 0 && calls < 1000) {
