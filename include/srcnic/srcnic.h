@@ -268,7 +268,10 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(DIRECT_READS,        "READs between two processes of one agent that the requester copied itself") \
     _(DIRECT_READ_COPIES,  "pieces (up to 256 KiB) of them copied by the agent: the kernel refused the requester") \
     _(LOCAL_WRITES,        "WRITEs to a QP of this NIC carried out by it without packets, as a NIC loops them back") \
-    _(LOCAL_SENDS,         "SENDs to a QP of this NIC carried out by it without packets (a receive was posted)")
+    _(LOCAL_SENDS,         "SENDs to a QP of this NIC carried out by it without packets (a receive was posted)") \
+    _(DC_XACKS_SENT,       "DC target acknowledgements carried by another packet to the stream's initiator NIC (XACK), not an ACK of their own") \
+    _(DC_XACKS_APPLIED,    "XACKs received that acknowledged something new on one of this NIC's DC streams") \
+    _(DROP_XACK_UNMATCHED, "XACKs ignored: no DCI here holds their stream to the sender, or they acknowledge what was never sent")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

@@ -355,6 +355,9 @@ struct DcConn : Connection {
     uint32_t stream = 0;           // the stream's number (header field stream)
     uint32_t remote = 0;           // DCI: index of the Remote it is attached to
     uint32_t dc_taken = 0;         // DCI: requests taken since it attached (dc_quota)
+    bool xack_listed = false;      // DC target: in Nic::xack_cands_ (its slot is)
+    bool id_known = false;         // DC target: a packet of the stream named it by its id, so
+                                   // the DCI can close it (DC_CLOSE needs the id)
 };
 
 // A DCI's or DC target's DC state (c->kind != ConnKind::kConn).

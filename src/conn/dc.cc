@@ -426,6 +426,7 @@ Connection *Nic::dct_for(const PacketHeader &h, const LinkAddr &src)
         return nullptr;
     }
     dc_of(c)->stream = h.stream;
+    dc_of(c)->id_known = false;
     c->peer_conn = h.src_conn;
     if (resumed) {
         // It went on after its context was evicted: PSNs before rx_psn were executed (and are
@@ -590,6 +591,129 @@ struct RefusedBytes {
 };
 
 } // namespace
+
+// Acknowledgements of DC streams on other packets (PROTOCOL.md §8.7). A stream carries
+// requests one way: its target context's acknowledgement, asked for by every request (§8.2),
+// would otherwise be a packet of its own even when this NIC sends the initiator's NIC a packet
+// at once, typically the reply on a stream of its own (4 packets a round trip over DC against a
+// connection's 3, perf/results/2026-11-27-dc-link/NOTES.md).
+namespace {
+
+// t's acknowledgement may ride on another packet: its DCI knows t's id (else only a packet of
+// t's teaches it, and without it the DCI cannot close the stream: t would linger until
+// evicted), the acknowledgement is owed for the next transmit pass only (ACK_REQ), covers
+// everything that arrived (nothing held out of order: an XACK has no selective part), and t
+// has no packet of its own unacknowledged or unsent, so that every reverse packet it sent has
+// arrived before the acknowledgement does (§5.4 holds without a stream position).
+bool xack_ready(const Connection *t)
+{
+    return t->state == ConnState::kOpen && t->kind == ConnKind::kDct && t->peer_conn != 0 &&
+           dc_of(t)->id_known && t->act != nullptr && t->act->ack_pending && t->act->ack_next &&
+           t->act->reorder_count == 0 && t->act->head == nullptr && t->act->send_psn == t->next_psn &&
+           !t->act->has_deferred_ack && t->act->err_answers_unsent == 0;
+}
+
+} // namespace
+
+void Nic::xack_list(Connection *c)
+{
+    DcConn *t = dc_of(c);
+    if (!t->xack_listed) {
+        t->xack_listed = true;
+        xack_cands_.push_back(c->id & 0xffff);
+    }
+}
+
+SRCNIC_HOT void Nic::xack_attach(const Connection *c, PacketHeader *h, const LinkAddr &dst)
+{
+    for (const uint32_t slot : xack_cands_) {
+        Connection *t = conns_[slot].get();
+        if (t == c || !xack_ready(t)) {
+            continue;
+        }
+        const PeerNic &p = dc_of(t)->peer_nic;
+        if (p.nic != h->dst_nic || !(p.addr == dst)) {
+            continue;
+        }
+        h->flags |= kFlagXack;
+        h->auth = make_xack(t->peer_conn, t->expected_psn);
+        t->act->ack_pending = t->act->ack_now = t->act->ack_next = false;
+        t->act->unacked_rx = 0;
+        t->act->unacked_rx_bytes = 0;
+        count(SRCNIC_CNT_DC_XACKS_SENT);
+        return;   // one a packet
+    }
+}
+
+void Nic::xack_flush()
+{
+    // What no packet of the pass carried goes as ACKs now (activated again if the link blocks).
+    for (const uint32_t slot : xack_later_) {
+        Connection *t = conns_[slot].get();
+        if (t->state == ConnState::kOpen && t->act != nullptr && t->act->ack_pending) {
+            if (tx_blocked_) {
+                activate_now(t);
+            } else {
+                tx_control(t, Opcode::kACK, t->act->send_psn, 0);
+            }
+        }
+    }
+    xack_later_.clear();
+    // Contexts whose acknowledgement went (or that went) leave the list.
+    size_t keep = 0;
+    for (const uint32_t slot : xack_cands_) {
+        Connection *t = conns_[slot].get();
+        if (xack_ready(t)) {
+            xack_cands_[keep++] = slot;
+        } else if (t->dc_slot) {
+            dc_of(t)->xack_listed = false;
+        }
+    }
+    xack_cands_.resize(keep);
+}
+
+void Nic::xack_again(const PeerNic &to)
+{
+    for (const uint32_t id : dcts_) {
+        Connection *t = conn_by_id(id);
+        if (t == nullptr || (t->act != nullptr && t->act->ack_pending)) {
+            continue;
+        }
+        const PeerNic &p = dc_of(t)->peer_nic;
+        if (p.nic == to.nic && p.addr == to.addr) {
+            engage(t);
+            t->act->ack_pending = t->act->ack_now = true;
+            t->act->ack_since_ns = now();
+            activate_now(t);
+        }
+    }
+}
+
+void Nic::rx_xack(Connection *c, const PacketHeader &h)
+{
+    // The packet is bound to c (PROTOCOL.md §7.2): it comes from c's remote NIC, which may
+    // acknowledge only a stream of one of our DCIs attached to itself. A DCI attached again
+    // has another id (its generation changed), so an XACK of an earlier stream finds nothing.
+    Connection *d = conn_by_id(xack_conn(h.auth));
+    const uint32_t ack = xack_psn(h.auth);
+    const PeerNic &from = peer_of(c);
+    if (d == nullptr || d == c || d->kind != ConnKind::kDci || dc_of(d)->peer_nic.nic != from.nic ||
+        !(dc_of(d)->peer_nic.addr == from.addr) ||
+        (d->act != nullptr && psn_before(d->act->send_psn, ack))) {
+        // Another NIC's stream, a DCI handed over since, or what was never sent.
+        count(SRCNIC_CNT_DROP_XACK_UNMATCHED);
+        return;
+    }
+    // Applied only if it tells something new: an older one (a packet held back) or one for an
+    // idle DCI (everything acknowledged) changes nothing.
+    if (d->act != nullptr && psn_before(d->act->sack_base, ack)) {
+        PacketHeader a{};
+        a.ack_psn = ack;
+        note_sack(d, a);
+        apply_ack(d, ack);
+        count(SRCNIC_CNT_DC_XACKS_APPLIED);
+    }
+}
 
 void Nic::refused_add(const ClosedKey &k)
 {

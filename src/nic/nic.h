@@ -577,6 +577,18 @@ private:
     void tx_control(Connection *c, Opcode op, uint32_t psn, uint32_t imm);
     void tx_reset(const LinkAddr &to, uint64_t to_nic, uint32_t to_conn, uint32_t job_key);
     void fill_ack(Connection *c, PacketHeader *h);
+    // Acknowledgements of DC streams carried by other packets (PROTOCOL.md §8.7). A DC target
+    // context whose acknowledgement waits for the next transmit pass (ACK_REQ) is listed
+    // (xack_list); a packet with a dst_conn built for its initiator's NIC before the pass
+    // ends takes it (xack_attach) instead of an ACK of its own, which tx_schedule sends after
+    // the pass's other packets only if none did (xack_flush). rx_xack applies one received.
+    void xack_list(Connection *c);
+    void xack_attach(const Connection *c, PacketHeader *h, const LinkAddr &dst);
+    void xack_flush();
+    void rx_xack(Connection *c, const PacketHeader &h);
+    // A packet to `to` was refused unexecuted (DC_GONE): the DC target contexts of streams from
+    // it acknowledge again, with ACKs of their own, what a refused packet may have carried.
+    void xack_again(const PeerNic &to);
     // The next packet of the transmit batch (flushed first if full): its header, with the
     // gather list behind it at *iov_p. Never null: a flush always empties the batch.
     PacketHeader *tx_slot(const LinkAddr &dst, uint32_t job_key, struct iovec **iov_p);
@@ -827,6 +839,8 @@ private:
     size_t dci_sweep_ = 0;               // dcis_ index dci_sweep looked at last
     bool dc_wait_ = false;               // a request waited for a DCI in this requester pass
     bool dc_wait_prev_ = false;          // ... in the previous one (the quota applies)
+    std::vector<uint32_t> xack_cands_;   // slots of DC target contexts listed by xack_list
+    std::vector<uint32_t> xack_later_;   // of them, those tx_schedule left to xack_flush
 
     std::vector<TxMsg> msgs_;       // pool
     TxMsg *free_msgs_ = nullptr;

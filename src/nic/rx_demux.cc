@@ -202,6 +202,12 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     c->peer_job_key = h.job_key;
     if (c->kind == ConnKind::kDct) {
         c->used = now();
+        if (h.dst_conn != 0) {
+            dc_of(c)->id_known = true;   // its DCI learned our id (§8.7)
+        }
+    }
+    if ((h.flags & kFlagXack) && !unbound) {
+        rx_xack(c, h);   // an acknowledgement of one of our DC streams to its sender (§8.7)
     }
     if (c->act == nullptr && h.opcode == static_cast<uint8_t>(Opcode::kACK) && h.ack_psn == c->next_psn) {
         // An idle connection has everything acknowledged: a repeated ACK (its data was resent)
@@ -329,6 +335,9 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
     }
     if (h.flags & kFlagAckReq) {
         c->act->ack_next = true;
+        if (c->kind == ConnKind::kDct) {
+            xack_list(c);   // a packet to its initiator's NIC may carry it (§8.7)
+        }
     }
     // A stream's receiver acknowledges every window / 4 packets, or a quarter of a full window's
     // bytes, at once (tx_schedule).

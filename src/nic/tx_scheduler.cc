@@ -205,6 +205,9 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     h->dst_conn = c->peer_conn;
     h->psn = psn;
     fill_ack(c, h);
+    if (__builtin_expect(!xack_cands_.empty(), 0) && h->dst_conn != 0) {
+        xack_attach(c, h, peer.addr);
+    }
     h->src_qpn = m->local_qpn;
     h->dst_qpn = m->peer_qpn;
     h->msg_len = m->length;
@@ -537,7 +540,13 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
         if (c->act->ack_pending && !tx_blocked_ &&
             (c->act->ack_now || (c->act->ack_next && !after_rx) || c->act->ack_due() ||
              now - c->act->ack_since_ns >= kAckDelayNs)) {
-            tx_control(c, Opcode::kACK, c->act->send_psn, 0);
+            if (c->dc_slot && dc_of(c)->xack_listed && !c->act->ack_now && !c->act->ack_due()) {
+                // A DC target's, asked for by ACK_REQ: a packet of this pass to its initiator's
+                // NIC may carry it (PROTOCOL.md §8.7); xack_flush sends what none did.
+                xack_later_.push_back(c->id & 0xffff);
+            } else {
+                tx_control(c, Opcode::kACK, c->act->send_psn, 0);
+            }
         }
         // A connection holding out-of-order packets stays listed even when idle, so that
         // rx_poll can reclaim those buffers when reception runs short of them.
@@ -551,6 +560,9 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
             continue;
         }
         ++i;
+    }
+    if (!xack_cands_.empty()) {
+        xack_flush();
     }
     return sent;
 }

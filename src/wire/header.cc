@@ -76,8 +76,13 @@ HeaderError check_fields(const PacketHeader &hdr, int64_t job_key)
         return HeaderError::kBadFlags;
     }
     // A packet that names the receiver's connection neither opens one (SYN) nor proves
-    // anything (auth): PROTOCOL.md §2.2, §7.
-    if (hdr.dst_conn != 0 && ((hdr.flags & kFlagSyn) != 0 || hdr.auth != 0)) {
+    // anything (auth): PROTOCOL.md §2.2, §7. Its auth field is free for another stream's
+    // acknowledgement (XACK, §8.7), which names a DCI (never 0); a SYN's holds its proof.
+    if (hdr.dst_conn != 0 && ((hdr.flags & kFlagSyn) != 0 ||
+                              (hdr.auth != 0 && (hdr.flags & kFlagXack) == 0))) {
+        return HeaderError::kBadFlags;
+    }
+    if ((hdr.flags & kFlagXack) != 0 && (hdr.dst_conn == 0 || xack_conn(hdr.auth) == 0)) {
         return HeaderError::kBadFlags;
     }
     if (!info.has_payload && hdr.payload_len != 0) {
@@ -119,12 +124,13 @@ void seal_packet(PacketHeader *hdr, size_t len)
 std::string to_string(const PacketHeader &hdr)
 {
     const OpcodeInfo &info = opcode_info(hdr.opcode);
-    char flags[48] = "";
+    char flags[64] = "";
     static const struct {
         uint16_t bit;
         const char *name;
     } kNames[] = {{kFlagSyn, "SYN"}, {kFlagFirst, "FIRST"}, {kFlagLast, "LAST"},
-                  {kFlagAckReq, "ACKREQ"}};
+                  {kFlagAckReq, "ACKREQ"}, {kFlagDcInit, "DCI"}, {kFlagDcTarget, "DCT"},
+                  {kFlagXack, "XACK"}};
     for (const auto &f : kNames) {
         if (hdr.flags & f.bit) {
             std::strncat(flags, flags[0] ? "|" : "", sizeof(flags) - std::strlen(flags) - 1);

@@ -14,8 +14,10 @@
 namespace srcnic {
 
 // 2: the header grew the auth field (PROTOCOL.md §7); 3: DC streams (the stream field, the DC
-// flags and NAK reasons, PROTOCOL.md §8). Other versions are dropped as DROP_BAD_VERSION.
-constexpr uint8_t kWireVersion = 3;
+// flags and NAK reasons, PROTOCOL.md §8); 4: a packet may carry the acknowledgement of another
+// DC stream in its auth field (kFlagXack, PROTOCOL.md §8.7). Other versions are dropped as
+// DROP_BAD_VERSION.
+constexpr uint8_t kWireVersion = 4;
 
 enum class Opcode : uint8_t {
 #define SRCNIC_OPCODE(_name, _value, _seq, _payload, _stage) k##_name = _value,
@@ -44,7 +46,9 @@ enum : uint16_t {
     kFlagDcInit = 1u << 4,  // a DC stream's packet from its initiator (DCI) to its target
     kFlagDcTarget = 1u << 5,   // a DC stream's packet from its target context to its initiator
     kFlagsDc = kFlagDcInit | kFlagDcTarget,
-    kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq | kFlagsDc
+    kFlagXack = 1u << 6,    // auth carries an acknowledgement of one of the receiver's DC
+                            // DCIs to the sender (xack_conn, xack_psn; PROTOCOL.md §8.7)
+    kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq | kFlagsDc | kFlagXack
 };
 
 // The header, little-endian on the wire, 104 bytes, no implicit padding (PROTOCOL.md §2.1 has
@@ -76,7 +80,7 @@ enum : uint16_t {
 // +-------------------------------+---------------+---------------+
 // |              crc              |            stream             | 88
 // +-------------------------------+-------------------------------+
-// |            auth (dst_conn 0: proof of the receiver's secret)  | 96
+// |   auth (dst_conn 0: proof of the receiver's secret; XACK: ack)  | 96
 // +---------------------------------------------------------------+
 struct PacketHeader {
     uint8_t version;        // kWireVersion
@@ -102,8 +106,18 @@ struct PacketHeader {
     uint32_t crc;           // CRC32C of header (crc = 0) and payload
     uint32_t stream;        // a DC stream's number (with one DC flag, never 0); otherwise zero
     uint64_t auth;          // dst_conn 0: SipHash-2-4 proof that the sender knows the receiver's
-                            // secret (wire/auth.h, PROTOCOL.md §7); otherwise zero
+                            // secret (wire/auth.h, PROTOCOL.md §7); kFlagXack: a DC stream's
+                            // acknowledgement (make_xack); otherwise zero
 } __attribute__((packed));
+
+// The auth field of a packet with kFlagXack (PROTOCOL.md §8.7): the id of one of the
+// receiver's DCIs (never 0), and every PSN of its stream before xack_psn arrived here.
+constexpr uint64_t make_xack(uint32_t dci, uint32_t psn)
+{
+    return static_cast<uint64_t>(dci) | static_cast<uint64_t>(psn) << 32;
+}
+constexpr uint32_t xack_conn(uint64_t auth) { return static_cast<uint32_t>(auth); }
+constexpr uint32_t xack_psn(uint64_t auth) { return static_cast<uint32_t>(auth >> 32); }
 
 static_assert(sizeof(PacketHeader) == 104, "the wire header is 104 bytes (PROTOCOL.md §2)");
 // Every field where PROTOCOL.md §2.1 puts it (the unit test reads that table).

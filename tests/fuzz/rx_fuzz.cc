@@ -320,6 +320,12 @@ struct World {
             case 2: break;
             default: h.auth = 0; break;
             }
+        } else if (h.flags & kFlagXack) {
+            // An acknowledgement of one of the Nic's DC streams (§8.7): naming the connection
+            // the Nic uses to this peer (not a DCI) or any id, at a PSN near what it sent.
+            const uint32_t dci = (h.auth & 1) ? p.nic_conn : static_cast<uint32_t>(h.auth >> 8);
+            h.auth = make_xack(dci, p.nic_next - static_cast<uint32_t>(h.auth >> 40) % 3);
+            h.flags &= static_cast<uint16_t>(~kFlagSyn);
         } else if (h.auth % 8 != 7) {
             h.auth = 0;
             h.flags &= static_cast<uint16_t>(~kFlagSyn);

@@ -160,6 +160,47 @@ protected:
         }
         return false;
     }
+
+    // A stream of the raw peer's to the Nic whose DCI knows the Nic's context (PSN 1 a SYN,
+    // PSN 2 naming the context), the acknowledgement of PSN 2 still owed for the next transmit
+    // pass; returns the context's id.
+    uint32_t stream_owing_an_ack(uint32_t stream)
+    {
+        const uint32_t ctx = open_stream(*peer_, stream);
+        std::vector<Packet> back = deliver(*peer_, dc_send(*peer_, stream, 2, ctx));
+        EXPECT_EQ(nullptr, answer(back, Opcode::kACK)) << "acknowledged in the pass that received it";
+        return ctx;
+    }
+
+    // The Nic's DCI to the raw peer with a SEND of 4 bytes in flight: the raw peer refused the
+    // Nic's connection (USE_DC); returns the DCI's first packet (PSN 1, a SYN).
+    Packet dci_with_a_send(uint64_t wr_id)
+    {
+        const srcnic_dest_t dest = dest_to_peer();
+        static const uint32_t v = 0x5a5a5a5a;
+        EXPECT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, wr_id, &v, 4)));
+        Packet p;
+        EXPECT_TRUE(await_psn(1, &p));
+        nak_unbound(p.h, NakReason::kUseDc);
+        EXPECT_TRUE(await([](const Packet &q) { return (q.h.flags & kFlagDcInit) != 0 && q.h.psn == 1; }, &p));
+        return p;
+    }
+
+    // Whether qp_ completes a request (not a receive) within `us` µs; *cqe: its completion.
+    bool request_completes_within(uint64_t us, srcnic_cqe_t *cqe)
+    {
+        const uint64_t deadline = now_ns() + us * kNsPerUs;
+        do {
+            nic_->progress();
+            peer_->receive();
+            while (qp_->poll_cq(cqe, 1) == 1) {
+                if (cqe->opcode != SRCNIC_OP_RECV) {
+                    return true;
+                }
+            }
+        } while (now_ns() < deadline);
+        return false;
+    }
 };
 
 TEST_F(Dc, dc_syn_psn_1__opens_a_target_context_answers_carry_the_stream)
@@ -522,6 +563,126 @@ TEST_F(Dc, closed_by_agreement__the_peer_opens_again_first__our_requests_join_it
     EXPECT_EQ(1u, nic_->num_connections());
     EXPECT_EQ(1u, before.delta(SRCNIC_CNT_CONN_OPENED));
     EXPECT_EQ(0u, before.delta(SRCNIC_CNT_CONN_FAILED));
+}
+
+// --- acknowledgements on other packets (XACK, PROTOCOL.md §8.7) ---
+
+TEST_F(Dc, xack__a_target_s_ack_rides_on_the_next_request_to_its_initiator_nic)
+{
+    // the raw peer has a connection to the Nic and a DC stream whose PSN 2 (naming the context,
+    // asking for its ack) was just delivered; the Nic then sends the raw peer a SEND on the
+    // connection / expect the SEND to carry the stream's acknowledgement (XACK: the raw peer's
+    // DCI id, PSN 3) and no ACK of the context's own, in that pass or later
+    open_connection();
+    stream_owing_an_ack(11);
+    Counters before(*nic_);
+    const uint32_t v = 1;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest_to_peer(), 70, &v, 4)));
+    std::vector<Packet> out = run_for(2000);
+    const Packet *send = answer(out, Opcode::kSEND);
+    ASSERT_NE(nullptr, send);
+    EXPECT_EQ(peer_->conn_id(), send->h.dst_conn) << "on the connection";
+    ASSERT_NE(0, send->h.flags & kFlagXack) << to_string(send->h);
+    EXPECT_EQ(peer_->conn_id(), xack_conn(send->h.auth));
+    EXPECT_EQ(3u, xack_psn(send->h.auth));
+    for (const Packet &p : out) {
+        EXPECT_FALSE(p.h.opcode == static_cast<uint8_t>(Opcode::kACK) && p.h.stream == 11)
+            << "the context acknowledged on its own too: " << to_string(p.h);
+    }
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_XACKS_SENT));
+}
+
+TEST_F(Dc, xack__not_while_the_dci_does_not_know_the_context)
+{
+    // a stream whose only packet so far is its SYN (its DCI has not learned the context's id,
+    // so it could not close the stream) / expect the context's own ACK in the pass of the
+    // Nic's SEND, and the SEND without XACK
+    open_connection();
+    peer_->send(dc_send(*peer_, 12, 1), {1, 2, 3, 4});
+    progress_until_received(1);
+    const uint32_t v = 1;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest_to_peer(), 71, &v, 4)));
+    std::vector<Packet> out = run_for(2000);
+    const Packet *send = answer(out, Opcode::kSEND);
+    ASSERT_NE(nullptr, send);
+    EXPECT_EQ(0, send->h.flags & kFlagXack);
+    EXPECT_EQ(0u, send->h.auth);
+    bool acked = false;
+    for (const Packet &p : out) {
+        acked |= p.h.opcode == static_cast<uint8_t>(Opcode::kACK) && p.h.stream == 12 && p.h.ack_psn == 2;
+    }
+    EXPECT_TRUE(acked) << "the context's ACK";
+    EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_XACKS_SENT));
+}
+
+TEST_F(Dc, xack__received_completes_the_dci_s_request_from_its_target_nic_only)
+{
+    // the Nic's DCI has a SEND in flight to the raw peer; the raw peer has a stream of its own
+    // to the Nic. Receive, on that stream's packets (bound to the raw peer's context at the
+    // Nic): an XACK naming the DCI from another NIC's address and incarnation / expect it
+    // ignored (DROP_XACK_UNMATCHED) and nothing completed; one acknowledging a PSN never sent /
+    // ignored; then the raw peer's / expect the SEND completed OK, DC_XACKS_APPLIED
+    const Packet first = dci_with_a_send(72);
+    const uint32_t dci = first.h.src_conn;
+    std::unique_ptr<RawPeer> other = other_peer(kPeerNic + 9, kPeerConn + 9);
+    const uint32_t other_ctx = open_stream(*other, 21);
+    Counters before(*nic_);
+    PacketHeader forged = dc_send(*other, 21, 2, other_ctx);
+    forged.flags |= kFlagXack;
+    forged.auth = make_xack(dci, 2);
+    deliver(*other, forged);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DROP_XACK_UNMATCHED));
+    srcnic_cqe_t cqe;
+    EXPECT_FALSE(request_completes_within(1000, &cqe)) << "another NIC acknowledged the DCI's stream";
+
+    const uint32_t ctx = open_stream(*peer_, 22);
+    PacketHeader beyond = dc_send(*peer_, 22, 2, ctx);
+    beyond.flags |= kFlagXack;
+    beyond.auth = make_xack(dci, 5);
+    deliver(*peer_, beyond);
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_DROP_XACK_UNMATCHED));
+    EXPECT_FALSE(request_completes_within(1000, &cqe)) << "acknowledged what was never sent";
+
+    PacketHeader good = dc_send(*peer_, 22, 3, ctx);
+    good.flags |= kFlagXack;
+    good.auth = make_xack(dci, 2);
+    deliver(*peer_, good);
+    ASSERT_TRUE(request_completes_within(2000, &cqe));
+    EXPECT_EQ(72u, cqe.wr_id);
+    EXPECT_EQ(SRCNIC_OK, cqe.status);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_XACKS_APPLIED));
+    EXPECT_EQ(2u, before.delta(SRCNIC_CNT_DROP_XACK_UNMATCHED));
+}
+
+TEST_F(Dc, xack__a_refused_carrier_makes_the_context_acknowledge_again)
+{
+    // the Nic's DCI to the raw peer knows its target context (the raw peer's ACK named it), and
+    // the raw peer's stream to the Nic owes an acknowledgement: the Nic's next SEND goes on the
+    // DCI and carries it (XACK). Receive DC_GONE for that SEND (the raw peer ran nothing of it)
+    // / expect the context's acknowledgement again as an ACK of its own
+    Packet p = dci_with_a_send(73);
+    PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget);
+    ack.stream = p.h.stream;
+    ack.dst_conn = p.h.src_conn;
+    ack.src_conn = 0x00420001;
+    ack.ack_psn = 2;
+    peer_->send(ack);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(request_completes_within(2000, &cqe));
+    EXPECT_EQ(73u, cqe.wr_id);
+    stream_owing_an_ack(23);
+    const uint32_t v = 2;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest_to_peer(), 74, &v, 4)));
+    Packet carrier;
+    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &carrier));
+    ASSERT_EQ(0x00420001u, carrier.h.dst_conn) << "on the DCI, naming its context";
+    ASSERT_NE(0, carrier.h.flags & kFlagXack) << to_string(carrier.h);
+    nak_unbound(carrier.h, NakReason::kDcGone);
+    Packet again;
+    ASSERT_TRUE(await([](const Packet &q) {
+        return q.h.opcode == static_cast<uint8_t>(Opcode::kACK) && q.h.stream == 23;
+    }, &again));
+    EXPECT_EQ(3u, again.h.ack_psn);
 }
 
 } // namespace

@@ -174,6 +174,35 @@ TEST(wire_header, check_fields__syn_or_auth_on_a_packet_naming_a_connection_is_b
     EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
 }
 
+TEST(wire_header, check_fields__xack_only_on_a_packet_naming_a_connection_and_a_dci)
+{
+    PacketHeader h;
+    std::memset(&h, 0, sizeof(h));
+    h.version = kWireVersion;
+    h.opcode = static_cast<uint8_t>(Opcode::kSEND);
+    h.job_key = kJobKey;
+    h.dst_conn = 0x00010001;
+    h.flags = kFlagXack;
+    h.auth = make_xack(0x00020003, 7);
+    EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
+    EXPECT_EQ(0x00020003u, xack_conn(h.auth));
+    EXPECT_EQ(7u, xack_psn(h.auth));
+    // no DCI named
+    h.auth = make_xack(0, 7);
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+    // a SYN's auth is its proof: XACK is not for it
+    h.auth = make_xack(0x00020003, 7);
+    h.dst_conn = 0;
+    h.flags = kFlagSyn | kFlagXack;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+    h.flags = kFlagXack;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+    // on a connection's packet, SYN is still refused
+    h.dst_conn = 0x00010001;
+    h.flags = kFlagXack | kFlagSyn;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+}
+
 // --- check_header_placing ---
 
 // Runs check_header_placing with a destination of len + 2 bytes (0xee) offered for every header
