@@ -186,6 +186,19 @@ protected:
         return p;
     }
 
+    // The raw peer as the target context of the Nic's DC stream that sent p: an ACK naming
+    // itself (src_conn kTargetCtx) at stream position 1, acknowledging the PSNs before ack_psn.
+    static constexpr uint32_t kTargetCtx = 0x00420001;
+    void ack_as_target(const Packet &p, uint32_t ack_psn)
+    {
+        PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget);
+        ack.stream = p.h.stream;
+        ack.dst_conn = p.h.src_conn;
+        ack.src_conn = kTargetCtx;
+        ack.ack_psn = ack_psn;
+        peer_->send(ack);
+    }
+
     // Whether qp_ completes a request (not a receive) within `us` µs; *cqe: its completion.
     bool request_completes_within(uint64_t us, srcnic_cqe_t *cqe)
     {
@@ -426,12 +439,7 @@ TEST_F(Dc, dc_gone__the_initiator_resends_from_its_oldest_unacked_psn_as_syn)
     nak_unbound(p.h, NakReason::kUseDc);
     ASSERT_TRUE(await([](const Packet &q) { return (q.h.flags & kFlagDcInit) != 0 && q.h.psn == 1; }, &p));
     // the target acknowledges nothing yet but names itself (ACK at stream position 1, ack 1)
-    PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget);
-    ack.stream = p.h.stream;
-    ack.dst_conn = p.h.src_conn;
-    ack.src_conn = 0x00420001;
-    ack.ack_psn = 1;
-    peer_->send(ack);
+    ack_as_target(p, 1);
     run_for(100);
     // then DC_GONE for psn 1
     nak_unbound(p.h, NakReason::kDcGone);
@@ -660,13 +668,7 @@ TEST_F(Dc, xack__a_refused_carrier_makes_the_context_acknowledge_again)
     // the raw peer's stream to the Nic owes an acknowledgement: the Nic's next SEND goes on the
     // DCI and carries it (XACK). Receive DC_GONE for that SEND (the raw peer ran nothing of it)
     // / expect the context's acknowledgement again as an ACK of its own
-    Packet p = dci_with_a_send(73);
-    PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget);
-    ack.stream = p.h.stream;
-    ack.dst_conn = p.h.src_conn;
-    ack.src_conn = 0x00420001;
-    ack.ack_psn = 2;
-    peer_->send(ack);
+    ack_as_target(dci_with_a_send(73), 2);
     srcnic_cqe_t cqe;
     ASSERT_TRUE(request_completes_within(2000, &cqe));
     EXPECT_EQ(73u, cqe.wr_id);
@@ -675,7 +677,7 @@ TEST_F(Dc, xack__a_refused_carrier_makes_the_context_acknowledge_again)
     ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest_to_peer(), 74, &v, 4)));
     Packet carrier;
     ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &carrier));
-    ASSERT_EQ(0x00420001u, carrier.h.dst_conn) << "on the DCI, naming its context";
+    ASSERT_EQ(kTargetCtx, carrier.h.dst_conn) << "on the DCI, naming its context";
     ASSERT_NE(0, carrier.h.flags & kFlagXack) << to_string(carrier.h);
     nak_unbound(carrier.h, NakReason::kDcGone);
     Packet again;

@@ -152,13 +152,20 @@ TEST(wire_header, layout__protocol_md_table_matches_the_struct)
 
 // --- the field checks ---
 
-TEST(wire_header, check_fields__syn_or_auth_on_a_packet_naming_a_connection_is_bad_flags)
+// A SEND header of the test's job, every other field zero.
+PacketHeader send_header()
 {
     PacketHeader h;
     std::memset(&h, 0, sizeof(h));
     h.version = kWireVersion;
     h.opcode = static_cast<uint8_t>(Opcode::kSEND);
     h.job_key = kJobKey;
+    return h;
+}
+
+TEST(wire_header, check_fields__syn_or_auth_on_a_packet_naming_a_connection_is_bad_flags)
+{
+    PacketHeader h = send_header();
     // dst_conn 0: SYN and a proof are what opens a connection
     h.flags = kFlagSyn;
     h.auth = 0x1234;
@@ -176,11 +183,7 @@ TEST(wire_header, check_fields__syn_or_auth_on_a_packet_naming_a_connection_is_b
 
 TEST(wire_header, check_fields__xack_only_on_a_packet_naming_a_connection_and_a_dci)
 {
-    PacketHeader h;
-    std::memset(&h, 0, sizeof(h));
-    h.version = kWireVersion;
-    h.opcode = static_cast<uint8_t>(Opcode::kSEND);
-    h.job_key = kJobKey;
+    PacketHeader h = send_header();
     h.dst_conn = 0x00010001;
     h.flags = kFlagXack;
     h.auth = make_xack(0x00020003, 7);
