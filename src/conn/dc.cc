@@ -628,11 +628,8 @@ SRCNIC_HOT void Nic::xack_attach(const Connection *c, PacketHeader *h, const Lin
 {
     for (const uint32_t slot : xack_cands_) {
         Connection *t = conns_[slot].get();
-        if (t == c || !xack_ready(t)) {
-            continue;
-        }
-        const PeerNic &p = dc_of(t)->peer_nic;
-        if (p.nic != h->dst_nic || !(p.addr == dst)) {
+        const PeerNic &p = dc_of(t)->peer_nic;   // (every slot listed is a DC slot)
+        if (t == c || p.nic != h->dst_nic || !(p.addr == dst) || !xack_ready(t)) {
             continue;
         }
         h->flags |= kFlagXack;
@@ -665,7 +662,7 @@ void Nic::xack_flush()
         Connection *t = conns_[slot].get();
         if (xack_ready(t)) {
             xack_cands_[keep++] = slot;
-        } else if (t->dc_slot) {
+        } else {
             dc_of(t)->xack_listed = false;
         }
     }
@@ -689,6 +686,22 @@ void Nic::xack_again(const PeerNic &to)
     }
 }
 
+void Nic::xack_not_sent(const PacketHeader &h)
+{
+    for (const uint32_t id : dcts_) {
+        Connection *t = conn_by_id(id);
+        if (t != nullptr && t->peer_conn == xack_conn(h.auth) && dc_of(t)->peer_nic.nic == h.dst_nic) {
+            engage(t);
+            if (!t->act->ack_pending) {
+                t->act->ack_since_ns = now();
+            }
+            t->act->ack_pending = t->act->ack_now = true;
+            activate(t);
+            return;
+        }
+    }
+}
+
 void Nic::rx_xack(Connection *c, const PacketHeader &h)
 {
     // The packet is bound to c (PROTOCOL.md §7.2): it comes from c's remote NIC, which may
@@ -699,7 +712,7 @@ void Nic::rx_xack(Connection *c, const PacketHeader &h)
     const PeerNic &from = peer_of(c);
     if (d == nullptr || d == c || d->kind != ConnKind::kDci || dc_of(d)->peer_nic.nic != from.nic ||
         !(dc_of(d)->peer_nic.addr == from.addr) ||
-        (d->act != nullptr && psn_before(d->act->send_psn, ack))) {
+        psn_before(d->act != nullptr ? d->act->send_psn : d->next_psn, ack)) {
         // Another NIC's stream, a DCI handed over since, or what was never sent.
         count(SRCNIC_CNT_DROP_XACK_UNMATCHED);
         return;

@@ -155,11 +155,12 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
             // The peer's connection budget is spent and it executed none of our packets.
             fall_back_to_dc(c);
         } else if (h.imm == static_cast<uint32_t>(NakReason::kDcGone) && dci && in_flight) {
-            // Its peer ran none of the packet, nor an acknowledgement it carried (§8.7).
-            xack_again(peer_of(c));
             // Our target context was evicted: the stream goes on with SYN packets from its
             // oldest unacknowledged PSN, which resume it from the target's closed table (§8.4).
             if (c->peer_conn != 0) {
+                // Its peer ran none of the packets since, nor an acknowledgement they carried
+                // (§8.7): our contexts of streams from it acknowledge again, once.
+                xack_again(peer_of(c));
                 c->peer_conn = 0;
                 start_resend(c, c->act->acked_psn, c->act->send_psn);
                 activate(c);

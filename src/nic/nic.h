@@ -589,6 +589,8 @@ private:
     // A packet to `to` was refused unexecuted (DC_GONE): the DC target contexts of streams from
     // it acknowledge again, with ACKs of their own, what a refused packet may have carried.
     void xack_again(const PeerNic &to);
+    // The link did not take h, which carried an XACK: its context owes that acknowledgement again.
+    void xack_not_sent(const PacketHeader &h);
     // The next packet of the transmit batch (flushed first if full): its header, with the
     // gather list behind it at *iov_p. Never null: a flush always empties the batch.
     PacketHeader *tx_slot(const LinkAddr &dst, uint32_t job_key, struct iovec **iov_p);

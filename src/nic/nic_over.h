@@ -41,13 +41,17 @@ SRCNIC_HOT void Nic::tx_flush_over()
         }
     }
     // The link would block: forget what it did not take. Sequenced packets are marked for
-    // retransmission (their payload stays with the message), acks are owed again.
+    // retransmission (their payload stays with the message), acks are owed again, those they
+    // carried for DC target contexts (XACK) included.
     tx_blocked_ = sent < tx_count_;
     for (uint32_t i = sent; i < tx_count_; ++i) {
         Connection *c = tx_conn_[i];
         const PacketHeader &h = tx_pkts_[i].h;
         if (c == nullptr || c->state != ConnState::kOpen) {
             continue;
+        }
+        if (h.flags & kFlagXack) {
+            xack_not_sent(h);   // the acknowledgement it carried is owed again (§8.7)
         }
         if (opcode_info(h.opcode).sequenced) {
             start_resend(c, h.psn, h.psn + 1);

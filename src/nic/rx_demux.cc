@@ -202,9 +202,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     c->peer_job_key = h.job_key;
     if (c->kind == ConnKind::kDct) {
         c->used = now();
-        if (h.dst_conn != 0) {
-            dc_of(c)->id_known = true;   // its DCI learned our id (§8.7)
-        }
+        dc_of(c)->id_known = h.dst_conn != 0;   // its DCI knows our id, or forgot it (§8.7)
     }
     if ((h.flags & kFlagXack) && !unbound) {
         rx_xack(c, h);   // an acknowledgement of one of our DC streams to its sender (§8.7)

@@ -205,8 +205,8 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
     h->dst_conn = c->peer_conn;
     h->psn = psn;
     fill_ack(c, h);
-    if (__builtin_expect(!xack_cands_.empty(), 0) && h->dst_conn != 0) {
-        xack_attach(c, h, peer.addr);
+    if (__builtin_expect(!xack_cands_.empty(), 0) && h->dst_conn != 0 && !retransmit) {
+        xack_attach(c, h, peer.addr);   // (a retransmission is more likely lost again)
     }
     h->src_qpn = m->local_qpn;
     h->dst_qpn = m->peer_qpn;

@@ -124,12 +124,12 @@ void seal_packet(PacketHeader *hdr, size_t len)
 std::string to_string(const PacketHeader &hdr)
 {
     const OpcodeInfo &info = opcode_info(hdr.opcode);
-    char flags[64] = "";
+    char flags[80] = "";
     static const struct {
         uint16_t bit;
         const char *name;
     } kNames[] = {{kFlagSyn, "SYN"}, {kFlagFirst, "FIRST"}, {kFlagLast, "LAST"},
-                  {kFlagAckReq, "ACKREQ"}, {kFlagDcInit, "DCI"}, {kFlagDcTarget, "DCT"},
+                  {kFlagAckReq, "ACKREQ"}, {kFlagDcInit, "DC_INIT"}, {kFlagDcTarget, "DC_TARGET"},
                   {kFlagXack, "XACK"}};
     for (const auto &f : kNames) {
         if (hdr.flags & f.bit) {

@@ -46,8 +46,8 @@ enum : uint16_t {
     kFlagDcInit = 1u << 4,  // a DC stream's packet from its initiator (DCI) to its target
     kFlagDcTarget = 1u << 5,   // a DC stream's packet from its target context to its initiator
     kFlagsDc = kFlagDcInit | kFlagDcTarget,
-    kFlagXack = 1u << 6,    // auth carries an acknowledgement of one of the receiver's DC
-                            // DCIs to the sender (xack_conn, xack_psn; PROTOCOL.md §8.7)
+    kFlagXack = 1u << 6,    // auth carries an acknowledgement for one of the receiver's DCIs
+                            // attached to the sender (xack_conn, xack_psn; PROTOCOL.md §8.7)
     kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq | kFlagsDc | kFlagXack
 };
 

@@ -582,16 +582,20 @@ TEST_F(Dc, xack__a_target_s_ack_rides_on_the_next_request_to_its_initiator_nic)
     // connection / expect the SEND to carry the stream's acknowledgement (XACK: the raw peer's
     // DCI id, PSN 3) and no ACK of the context's own, in that pass or later
     open_connection();
+    // (the raw peer's DCI has an id of its own, not its connection's)
+    constexpr uint32_t kDci = 0x00090005;
+    peer_->conn_id(kDci);
     stream_owing_an_ack(11);
+    peer_->conn_id(kPeerConn);
     Counters before(*nic_);
     const uint32_t v = 1;
     ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest_to_peer(), 70, &v, 4)));
     std::vector<Packet> out = run_for(2000);
     const Packet *send = answer(out, Opcode::kSEND);
     ASSERT_NE(nullptr, send);
-    EXPECT_EQ(peer_->conn_id(), send->h.dst_conn) << "on the connection";
+    EXPECT_EQ(kPeerConn, send->h.dst_conn) << "on the connection";
     ASSERT_NE(0, send->h.flags & kFlagXack) << to_string(send->h);
-    EXPECT_EQ(peer_->conn_id(), xack_conn(send->h.auth));
+    EXPECT_EQ(kDci, xack_conn(send->h.auth));
     EXPECT_EQ(3u, xack_psn(send->h.auth));
     for (const Packet &p : out) {
         EXPECT_FALSE(p.h.opcode == static_cast<uint8_t>(Opcode::kACK) && p.h.stream == 11)
@@ -644,6 +648,19 @@ TEST_F(Dc, xack__received_completes_the_dci_s_request_from_its_target_nic_only)
     EXPECT_FALSE(request_completes_within(1000, &cqe)) << "another NIC acknowledged the DCI's stream";
 
     const uint32_t ctx = open_stream(*peer_, 22);
+    // an unbound NAK (src_conn 0: it names no connection of its sender, so it is bound to
+    // none) to the raw peer's context, carrying an XACK for the DCI / expect it not applied
+    PacketHeader unbound = peer_->header(Opcode::kNAK, 1, kFlagDcInit);
+    unbound.stream = 22;
+    unbound.src_conn = 0;
+    unbound.dst_conn = ctx;
+    unbound.imm = static_cast<uint32_t>(NakReason::kDcBusy);
+    unbound.flags |= kFlagXack;
+    unbound.auth = make_xack(dci, 2);
+    peer_->send(unbound);
+    progress_until_received(1);
+    EXPECT_FALSE(request_completes_within(1000, &cqe)) << "an unbound packet's XACK was applied";
+    EXPECT_EQ(0u, before.delta(SRCNIC_CNT_DC_XACKS_APPLIED));
     PacketHeader beyond = dc_send(*peer_, 22, 2, ctx);
     beyond.flags |= kFlagXack;
     beyond.auth = make_xack(dci, 5);
@@ -664,19 +681,20 @@ TEST_F(Dc, xack__received_completes_the_dci_s_request_from_its_target_nic_only)
 
 TEST_F(Dc, xack__a_refused_carrier_makes_the_context_acknowledge_again)
 {
-    // the Nic's DCI to the raw peer knows its target context (the raw peer's ACK named it), and
-    // the raw peer's stream to the Nic owes an acknowledgement: the Nic's next SEND goes on the
-    // DCI and carries it (XACK). Receive DC_GONE for that SEND (the raw peer ran nothing of it)
-    // / expect the context's acknowledgement again as an ACK of its own
-    ack_as_target(dci_with_a_send(73), 2);
-    srcnic_cqe_t cqe;
-    ASSERT_TRUE(request_completes_within(2000, &cqe));
-    EXPECT_EQ(73u, cqe.wr_id);
+    // the Nic's DCI to the raw peer knows its target context (the raw peer's ACK named it but
+    // acknowledged nothing, so the DCI stays busy and attached), and the raw peer's stream to the
+    // Nic owes an acknowledgement: the Nic's next SEND goes on the DCI (PSN 2) and carries it
+    // (XACK). Receive DC_GONE for that SEND (the raw peer ran nothing of it) / expect the
+    // context's acknowledgement again as an ACK of its own
+    ack_as_target(dci_with_a_send(73), 1);
+    run_for(100);
     stream_owing_an_ack(23);
     const uint32_t v = 2;
     ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest_to_peer(), 74, &v, 4)));
     Packet carrier;
-    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &carrier));
+    ASSERT_TRUE(await([](const Packet &q) {
+        return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND) && q.h.psn == 2;
+    }, &carrier));
     ASSERT_EQ(kTargetCtx, carrier.h.dst_conn) << "on the DCI, naming its context";
     ASSERT_NE(0, carrier.h.flags & kFlagXack) << to_string(carrier.h);
     nak_unbound(carrier.h, NakReason::kDcGone);
@@ -685,6 +703,56 @@ TEST_F(Dc, xack__a_refused_carrier_makes_the_context_acknowledge_again)
         return q.h.opcode == static_cast<uint8_t>(Opcode::kACK) && q.h.stream == 23;
     }, &again));
     EXPECT_EQ(3u, again.h.ack_psn);
+}
+
+TEST_F(Dc, xack__without_a_carrier_the_ack_goes_at_the_end_of_the_pass)
+{
+    // a context ready to give its acknowledgement away (its DCI knows it) while the Nic sends
+    // its initiator nothing / expect its own ACK in the next pass, and no XACK
+    open_connection();
+    stream_owing_an_ack(24);
+    std::vector<Packet> out = run_for(100);
+    bool acked = false;
+    for (const Packet &p : out) {
+        acked |= p.h.opcode == static_cast<uint8_t>(Opcode::kACK) && p.h.stream == 24 && p.h.ack_psn == 3;
+    }
+    EXPECT_TRUE(acked) << "the context's ACK";
+    EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_XACKS_SENT));
+}
+
+TEST_F(Dc, xack__never_on_a_packet_to_another_nic)
+{
+    // a context of the raw peer's stream owes an acknowledgement while the Nic sends a SEND to
+    // another NIC (over a connection that NIC opened) / expect that SEND without XACK and the
+    // context's own ACK to the raw peer
+    std::unique_ptr<RawPeer> other = other_peer(kPeerNic + 7, kPeerConn + 7);
+    PacketHeader syn = other->header(Opcode::kSEND, 1, kFlagSyn | kFlagFirst | kFlagLast);
+    syn.dst_qpn = qp_->qpn();
+    syn.src_qpn = kPeerQpn;
+    other->send(syn);
+    Packet ack;
+    ASSERT_TRUE(await_from(*other, Opcode::kACK, &ack));
+    stream_owing_an_ack(25);
+    srcnic_dest_t to_other = {};
+    ASSERT_EQ(SRCNIC_OK, nic_->dest_create(other->nic_addr(), kPeerQpn, &to_other));
+    const uint32_t v = 3;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(to_other, 75, &v, 4)));
+    const std::vector<Packet> own = run_for(2000);
+    bool sent = false;
+    for (const Packet &p : other->receive()) {
+        if (p.h.opcode == static_cast<uint8_t>(Opcode::kSEND)) {
+            sent = true;
+            EXPECT_EQ(kPeerConn + 7, p.h.dst_conn) << "on the connection";
+            EXPECT_EQ(0, p.h.flags & kFlagXack) << to_string(p.h);
+        }
+    }
+    EXPECT_TRUE(sent) << "no SEND to the other NIC";
+    bool acked = false;
+    for (const Packet &p : own) {
+        acked |= p.h.opcode == static_cast<uint8_t>(Opcode::kACK) && p.h.stream == 25 && p.h.ack_psn == 3;
+    }
+    EXPECT_TRUE(acked) << "the context's ACK";
+    EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_XACKS_SENT));
 }
 
 } // namespace
