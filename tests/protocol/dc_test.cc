@@ -186,6 +186,18 @@ protected:
         return p;
     }
 
+    // Whether packets hold the Nic's ACK of stream `stream` acknowledging the PSNs before ack_psn.
+    static bool has_ack(const std::vector<Packet> &packets, uint32_t stream, uint32_t ack_psn)
+    {
+        for (const Packet &p : packets) {
+            if (p.h.opcode == static_cast<uint8_t>(Opcode::kACK) && p.h.stream == stream &&
+                p.h.ack_psn == ack_psn) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     // The raw peer as the target context of the Nic's DC stream that sent p: an ACK naming
     // itself (src_conn kTargetCtx) at stream position 1, acknowledging the PSNs before ack_psn.
     static constexpr uint32_t kTargetCtx = 0x00420001;
@@ -619,11 +631,7 @@ TEST_F(Dc, xack__not_while_the_dci_does_not_know_the_context)
     ASSERT_NE(nullptr, send);
     EXPECT_EQ(0, send->h.flags & kFlagXack);
     EXPECT_EQ(0u, send->h.auth);
-    bool acked = false;
-    for (const Packet &p : out) {
-        acked |= p.h.opcode == static_cast<uint8_t>(Opcode::kACK) && p.h.stream == 12 && p.h.ack_psn == 2;
-    }
-    EXPECT_TRUE(acked) << "the context's ACK";
+    EXPECT_TRUE(has_ack(out, 12, 2)) << "the context's ACK";
     EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_XACKS_SENT));
 }
 
@@ -712,11 +720,7 @@ TEST_F(Dc, xack__without_a_carrier_the_ack_goes_at_the_end_of_the_pass)
     open_connection();
     stream_owing_an_ack(24);
     std::vector<Packet> out = run_for(100);
-    bool acked = false;
-    for (const Packet &p : out) {
-        acked |= p.h.opcode == static_cast<uint8_t>(Opcode::kACK) && p.h.stream == 24 && p.h.ack_psn == 3;
-    }
-    EXPECT_TRUE(acked) << "the context's ACK";
+    EXPECT_TRUE(has_ack(out, 24, 3)) << "the context's ACK";
     EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_XACKS_SENT));
 }
 
@@ -747,11 +751,7 @@ TEST_F(Dc, xack__never_on_a_packet_to_another_nic)
         }
     }
     EXPECT_TRUE(sent) << "no SEND to the other NIC";
-    bool acked = false;
-    for (const Packet &p : own) {
-        acked |= p.h.opcode == static_cast<uint8_t>(Opcode::kACK) && p.h.stream == 25 && p.h.ack_psn == 3;
-    }
-    EXPECT_TRUE(acked) << "the context's ACK";
+    EXPECT_TRUE(has_ack(own, 25, 3)) << "the context's ACK";
     EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_XACKS_SENT));
 }
 
