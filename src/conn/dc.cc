@@ -678,9 +678,7 @@ void Nic::xack_again(const PeerNic &to)
         }
         const PeerNic &p = dc_of(t)->peer_nic;
         if (p.nic == to.nic && p.addr == to.addr) {
-            engage(t);
-            t->act->ack_pending = t->act->ack_now = true;
-            t->act->ack_since_ns = now();
+            owe_ack_now(t);
             activate_now(t);
         }
     }
@@ -691,11 +689,7 @@ void Nic::xack_not_sent(const PacketHeader &h)
     for (const uint32_t id : dcts_) {
         Connection *t = conn_by_id(id);
         if (t != nullptr && t->peer_conn == xack_conn(h.auth) && dc_of(t)->peer_nic.nic == h.dst_nic) {
-            engage(t);
-            if (!t->act->ack_pending) {
-                t->act->ack_since_ns = now();
-            }
-            t->act->ack_pending = t->act->ack_now = true;
+            owe_ack_now(t);
             activate(t);
             return;
         }

@@ -384,6 +384,17 @@ private:
         tx_urgent_ = true;
         activate(c);
     }
+    // c owes its peer an acknowledgement in the next transmit pass (an ACK_REQ, a gap, a
+    // duplicate): its age counts from the first time it was owed. The caller activates c.
+    ConnActive *owe_ack_now(Connection *c)
+    {
+        ConnActive *a = engage(c);
+        if (!a->ack_pending) {
+            a->ack_since_ns = now();
+        }
+        a->ack_pending = a->ack_now = true;
+        return a;
+    }
 
     // --- destinations and DC (conn/dc.cc, PROTOCOL.md §8) ---
     // A remote NIC this NIC holds destinations for: srcnic_dest_t.peer names it ((index + 1)

@@ -56,8 +56,7 @@ SRCNIC_HOT void Nic::tx_flush_over()
         if (opcode_info(h.opcode).sequenced) {
             start_resend(c, h.psn, h.psn + 1);
         } else if (h.opcode == static_cast<uint8_t>(Opcode::kACK)) {
-            ConnActive *a = engage(c);
-            a->ack_pending = a->ack_now = true;
+            owe_ack_now(c);
         }
         activate(c);
     }

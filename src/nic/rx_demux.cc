@@ -241,7 +241,7 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
     const uint32_t psn = h.psn;
     if (psn_before(psn, c->expected_psn)) {
         count(SRCNIC_CNT_DUPLICATES);
-        c->act->ack_pending = c->act->ack_now = true;
+        owe_ack_now(c);
         activate_now(c);
         buf_free(buf);
         return;
@@ -268,10 +268,7 @@ SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *dat
             count(SRCNIC_CNT_OUT_OF_ORDER);
         }
         // Report the gap at once: the sender's fast retransmit depends on it.
-        if (!c->act->ack_pending) {
-            c->act->ack_since_ns = now();
-        }
-        c->act->ack_pending = c->act->ack_now = true;
+        owe_ack_now(c);
         activate_now(c);
         return;
     }
