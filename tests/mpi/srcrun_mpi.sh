@@ -33,6 +33,18 @@ set_key=$(UCX_SRC_JOB_KEY=7 keys)
 [ "$set_key" = "key=7" ] || fail "a job key set by the caller was replaced: '$set_key'"
 echo "job keys: one per launch ($first, $second), the caller's kept"
 
+# A module that writes to standard output when it loads (UCX does, with UCX_LOG_LEVEL=debug)
+# changes nothing srcrun decides: pml/ucx is still selected and the job key is a number.
+printf '#include <stdio.h>\n__attribute__((constructor)) static void noise(void) { puts("[noise] loaded"); }\n' >noisy.c
+$CC -shared -fPIC -o noisy.so noisy.c
+noisy=$(run_bounded 120 "$srcrun" --module "$scratch/noisy.so" "$MPIRUN" -np 1 \
+    sh -c 'echo "pml=$OMPI_MCA_pml key=$UCX_SRC_JOB_KEY"' | grep '^pml=')
+case "$noisy" in
+"pml=ucx key="*[!0-9]*|"pml=ucx key=") fail "job key spoiled by a module's output: '$noisy'" ;;
+"pml=ucx key="*) echo "a module's output on load: $noisy" ;;
+*) fail "srcrun did not select pml/ucx when the module writes on load: '$noisy'" ;;
+esac
+
 # The installed MCA parameter file selects what srcrun selects, given to mpirun --tune (with the
 # module and the UCX variables passed by hand): Open MPI 4.1 reads it as a parameter file, Open
 # MPI 5 (PRRTE) wants param=value lines.
