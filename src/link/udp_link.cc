@@ -518,6 +518,10 @@ uint32_t UdpLink::open_peer_socket(const LinkAddr &dst)
     socks_.back().fd = fd;
     socks_.back().peer = dst;
     socks_.back().strays = true;
+    // The peer's datagrams come here from now on: polled on every call from the start (see
+    // "Polling several sockets"), not only on a quiet socket's turn.
+    socks_.back().last_rx_call = rx_calls_ != 0 ? rx_calls_ : 1;
+    rx_others_last_ = socks_.back().last_rx_call;
     return static_cast<uint32_t>(socks_.size() - 1);
 }
 

@@ -2010,6 +2010,33 @@ TEST(UdpLink, peer_sockets__a_quiet_socket_is_polled_beside_one_busy_peer)
     }
 }
 
+TEST(UdpLink, peer_sockets__a_new_one_is_polled_on_every_call_from_its_opening)
+{
+    // The peer's datagrams go to a peer socket from the moment it is connected. While another
+    // socket is active, a quiet one waits kUdpIdlePollEvery calls for its turn, so a new one
+    // counts as active from its opening: the first datagram on it comes at the next call,
+    // whatever the phase of the polling cycle (in a ping-pong, the other side was left
+    // waiting up to that many calls, 60-180 µs a switch at 256 KiB).
+    for (uint32_t phase = 0; phase < kUdpIdlePollEvery; ++phase) {
+        std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
+        std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
+        std::unique_ptr<Link> c = open_link(config_for("127.0.0.1"));
+        ASSERT_TRUE(a && b && c);
+        const auto one = make_payloads({16}, 60 + phase);
+        ASSERT_EQ(1u, send_all(*c, one, a->local_addr()));
+        expect_from(*a, one, c->local_addr());   // the bound socket is the active one
+        ASSERT_NO_FATAL_FAILURE(give_peer_socket(*a, *b, 80 + phase));
+        ASSERT_EQ(1u, as_udp(*a).peer_sockets());
+        for (uint32_t i = 0; i < phase; ++i) {
+            ASSERT_EQ(0u, burst_sources(*a, 4).size());
+        }
+        ASSERT_EQ(1u, send_all(*b, one, a->local_addr()));
+        const std::vector<LinkAddr> got = burst_sources(*a, 4);
+        ASSERT_EQ(1u, got.size()) << "phase " << phase;
+        EXPECT_TRUE(got[0] == b->local_addr()) << "phase " << phase;
+    }
+}
+
 TEST(UdpLink, peer_sockets__after_a_gap_every_socket_is_polled_at_once)
 {
     // A caller that was away (off the CPU, or yielding it to other ranks between its progress
