@@ -958,8 +958,12 @@ engine_ready:
         goto err_cleanup_arbiter;
     }
     *(uct_src_iface_t**)ucs_mpool_priv(&self->rx_mp) = self;
+    /* bcopy buffers, seg_size each, in chunks of 8: a job's first bcopy (a rendezvous RTS, an
+     * eager message) grows the pool and faults the chunk in on its way out, and a chunk of 64
+     * (2 MB with 32 KiB fragments) made the first iteration of a 256 KiB MPI ping-pong take
+     * 0.60 ms (half its round trip) instead of 0.48 (perf/results/2026-12-02-lat-warmup). */
     status = uct_src_mpool_init(&self->tx_mp, sizeof(self), sizeof(uct_src_send_desc_t) + self->seg_size,
-                            sizeof(uct_src_send_desc_t), UCS_SYS_CACHE_LINE_SIZE, 64,
+                            sizeof(uct_src_send_desc_t), UCS_SYS_CACHE_LINE_SIZE, 8,
                             self->tx_max, uct_src_iface_mpool_ops(self), "src_tx_desc");
     if (status != UCS_OK) {
         goto err_cleanup_rx_mp;
