@@ -300,6 +300,11 @@ srcnic_status_t UdpLink::init(const UdpLinkConfig &cfg)
     // Receive aggregation where the kernel has it.
     if (cfg.gro) {
         gro_mem_.reset(new (std::nothrow) uint8_t[kUdpGroBuffers * kUdpGroBufferSize]);
+        if (gro_mem_ != nullptr) {
+            // Faulted in now, not by the kernel's copy of the first aggregates (see "Receive
+            // offload" in udp_link.h).
+            std::memset(gro_mem_.get(), 0, kUdpGroBuffers * kUdpGroBufferSize);
+        }
         const int one_flag = 1;
         gro_ = gro_mem_ != nullptr &&
                ::setsockopt(fd_, SOL_UDP, UDP_GRO, &one_flag, sizeof(one_flag)) == 0;

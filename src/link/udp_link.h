@@ -68,7 +68,10 @@
 // where it is: a call that has lent stages no more aggregates, so what it lent stays intact
 // until the next rx_burst. Datagrams that find no free slot stay staged for the next rx_burst
 // (rx_pending() is true meanwhile: the socket's fd does not announce them). The kernel counts
-// an aggregate it drops for want of receive buffer as one drop (LinkStats::rx_dropped).
+// an aggregate it drops for want of receive buffer as one drop (LinkStats::rx_dropped). The
+// staging buffers (512 KiB) are touched when the link opens: the page faults of the kernel's
+// first copies into them were 64 of the 80 a side in a pair's first 256 KiB MPI round trip, some
+// 150 µs of it (perf/results/2026-12-02-lat-warmup/NOTES.md).
 // Aggregates from every socket share the staging buffers, a ring in arrival order: while
 // those of active sockets keep every slot filled, a quiet socket's turn (see "Polling several
 // sockets") stages its own behind them as soon as a buffer is free. Loopback-sized
