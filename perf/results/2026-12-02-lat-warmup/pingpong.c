@@ -1,12 +1,15 @@
 /* MPI ping-pong between ranks 0 and 1 that reports each iteration's one-way time (round trip / 2)
- * in rows of ten, then the first iteration's and the mean of the others.
+ * in rows of ten, then the first iteration's and the mean of the others; and, from each rank on
+ * stderr, the page faults and context switches of its first iteration.
  * usage: pingpong SIZE ITERATIONS [FRESH]; FRESH 1 gives every iteration a buffer never used
  * before (a memory registration per message), 0 (default) one buffer throughout.
  * (perf/results/2026-12-02-lat-warmup/NOTES.md; build with mpicc -O2.) */
+#define _GNU_SOURCE   /* RUSAGE_THREAD */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 int main(int argc, char **argv)
 {
@@ -22,8 +25,12 @@ int main(int argc, char **argv)
         MPI_Sendrecv(pool, 1, MPI_CHAR, 1 - rank, 2, t, 1, MPI_CHAR, 1 - rank, 2, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
     }
+    struct rusage r0, r1;
     for (int i = 0; i < n; ++i) {
         char *buf = pool + (fresh ? (size_t)size * i : 0);
+        if (i == 0) {
+            getrusage(RUSAGE_THREAD, &r0);
+        }
         const double t0 = MPI_Wtime();
         if (rank == 0) {
             MPI_Send(buf, size, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
@@ -33,6 +40,12 @@ int main(int argc, char **argv)
             MPI_Send(buf, size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
         }
         t[i] = (MPI_Wtime() - t0) * 1e6 / 2;
+        if (i == 0 && rank < 2) {
+            getrusage(RUSAGE_THREAD, &r1);
+            fprintf(stderr, "rank %d iter0 %.0f us: minflt %ld majflt %ld nvcsw %ld nivcsw %ld\n",
+                    rank, t[0], r1.ru_minflt - r0.ru_minflt, r1.ru_majflt - r0.ru_majflt,
+                    r1.ru_nvcsw - r0.ru_nvcsw, r1.ru_nivcsw - r0.ru_nivcsw);
+        }
     }
     if (rank == 0) {
         double rest = 0;
