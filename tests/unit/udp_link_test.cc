@@ -2015,8 +2015,8 @@ TEST(UdpLink, peer_sockets__a_new_one_is_polled_on_every_call_from_its_opening)
     // The peer's datagrams go to a peer socket from the moment it is connected. While another
     // socket is active, a quiet one waits kUdpIdlePollEvery calls for its turn, so a new one
     // counts as active from its opening: the first datagram on it comes at the next call,
-    // whatever the phase of the polling cycle (in a ping-pong, the other side was left
-    // waiting up to that many calls, 60-180 µs a switch at 256 KiB).
+    // whatever the phase of the polling cycle (in a 256 KiB MPI ping-pong the two round trips
+    // around a switch took 90-240 µs more than two others while it waited for its turn).
     for (uint32_t phase = 0; phase < kUdpIdlePollEvery; ++phase) {
         std::unique_ptr<Link> a = open_link(config_for("127.0.0.1"));
         std::unique_ptr<Link> b = open_link(config_for("127.0.0.1"));
