@@ -43,6 +43,7 @@ struct Options {
     uint32_t depth = 4;               // WRITEs outstanding
     uint32_t warmup_ms = 200;         // bulk stream before the loaded pings start
     uint32_t mtu = 0;                 // 0: the engine's default
+    uint32_t window = 0;              // 0: the engine's (automatic)
     uint32_t seconds = 60;            // watchdog per phase
     bool pin = true;
 };
@@ -58,12 +59,13 @@ void usage(FILE *f)
 {
     std::fprintf(f,
         "usage: hol_engine_bench [--rounds N] [--bulk-size BYTES] [--depth D] [--warmup-ms MS]\n"
-        "                        [--mtu N] [--seconds S] [--no-pin]\n"
+        "                        [--mtu N] [--window N] [--seconds S] [--no-pin]\n"
         "  --rounds N        timed 8-byte round trips per phase (default 10000)\n"
         "  --bulk-size B     bytes per bulk WRITE (default 1048576)\n"
         "  --depth D         bulk WRITEs kept outstanding (default 4)\n"
         "  --warmup-ms MS    bulk stream before the loaded phase's pings (default 200)\n"
         "  --mtu N           the engines' datagram size (default: theirs)\n"
+        "  --window N        packets in flight per connection (default: the engine's)\n"
         "  --seconds S       watchdog of each phase (default 60)\n"
         "  --no-pin          leave the two threads to the scheduler\n");
 }
@@ -101,6 +103,8 @@ bool parse(int argc, char **argv, Options *o)
             o->warmup_ms = static_cast<uint32_t>(v);
         } else if (a == "--mtu") {
             o->mtu = static_cast<uint32_t>(v);
+        } else if (a == "--window") {
+            o->window = static_cast<uint32_t>(v);
         } else if (a == "--seconds") {
             o->seconds = static_cast<uint32_t>(v);
         } else {
@@ -343,6 +347,7 @@ int main(int argc, char **argv)
     srcnic_config_t config;
     srcnic_config_init(&config);
     std::snprintf(config.bind_addr, sizeof(config.bind_addr), "127.0.0.1");
+    config.window = o.window;
     if (o.mtu != 0) {
         config.mtu = o.mtu;
     }
