@@ -48,10 +48,10 @@ HeaderError check_layout(const uint8_t *datagram, uint32_t len, PacketHeader *hd
     if (hdr.version != kWireVersion) {
         return HeaderError::kBadVersion;
     }
-    if (len < sizeof(hdr) + hdr.payload_len) {
+    if (len < sizeof(hdr) + hdr.payload_len + hdr.pad) {
         return HeaderError::kTruncated;
     }
-    if (len != sizeof(hdr) + hdr.payload_len) {
+    if (len != sizeof(hdr) + hdr.payload_len + hdr.pad) {
         return HeaderError::kBadLength;
     }
     return HeaderError::kOk;
@@ -85,7 +85,7 @@ HeaderError check_fields(const PacketHeader &hdr, int64_t job_key)
     if ((hdr.flags & kFlagXack) != 0 && (hdr.dst_conn == 0 || xack_conn(hdr.auth) == 0)) {
         return HeaderError::kBadFlags;
     }
-    if (!info.has_payload && hdr.payload_len != 0) {
+    if ((!info.has_payload && hdr.payload_len != 0) || (hdr.pad != 0 && hdr.payload_len == 0)) {
         return HeaderError::kBadLength;
     }
     return HeaderError::kOk;

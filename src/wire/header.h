@@ -15,9 +15,12 @@ namespace srcnic {
 
 // 2: the header grew the auth field (PROTOCOL.md §7); 3: DC streams (the stream field, the DC
 // flags and NAK reasons, PROTOCOL.md §8); 4: a packet may carry the acknowledgement of another
-// DC stream in its auth field (kFlagXack, PROTOCOL.md §8.7). Other versions are dropped as
-// DROP_BAD_VERSION.
-constexpr uint8_t kWireVersion = 4;
+// DC stream in its auth field (kFlagXack, PROTOCOL.md §8.7); 5: pad bytes after the payload
+// (the pad field, PROTOCOL.md §2.3). Other versions are dropped as DROP_BAD_VERSION.
+constexpr uint8_t kWireVersion = 5;
+
+// Most pad bytes a packet may carry after its payload (PROTOCOL.md §2.3): the pad field's range.
+constexpr uint32_t kWirePadMax = 255;
 
 enum class Opcode : uint8_t {
 #define SRCNIC_OPCODE(_name, _value, _seq, _payload, _stage) k##_name = _value,
@@ -76,8 +79,8 @@ enum : uint16_t {
 // +---------------------------------------------------------------+
 // |                              rkey                             | 72
 // +-------------------------------+---------------+---------------+
-// |            req_psn            |  payload_len  |   reserved    | 80
-// +-------------------------------+---------------+---------------+
+// |            req_psn            |  payload_len  |  pad  | rsvd  | 80
+// +-------------------------------+---------------+-------+-------+
 // |              crc              |            stream             | 88
 // +-------------------------------+-------------------------------+
 // |   auth (dst_conn 0: proof of the receiver's secret; XACK: ack)  | 96
@@ -102,8 +105,9 @@ struct PacketHeader {
     uint64_t rkey;          // WRITE, READ_REQ: remote key
     uint32_t req_psn;       // READ_RESP, ERR_RESP: first PSN of the request answered
     uint16_t payload_len;   // payload bytes after the header
-    uint16_t reserved;      // zero
-    uint32_t crc;           // CRC32C of header (crc = 0) and payload
+    uint8_t pad;            // pad bytes after the payload (PROTOCOL.md §2.3)
+    uint8_t reserved;       // zero
+    uint32_t crc;           // CRC32C of header (crc = 0), payload and pad
     uint32_t stream;        // a DC stream's number (with one DC flag, never 0); otherwise zero
     uint64_t auth;          // dst_conn 0: SipHash-2-4 proof that the sender knows the receiver's
                             // secret (wire/auth.h, PROTOCOL.md §7); kFlagXack: a DC stream's
@@ -140,7 +144,8 @@ static_assert(offsetof(PacketHeader, addr) == 64, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, rkey) == 72, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, req_psn) == 80, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, payload_len) == 84, "PROTOCOL.md §2.1");
-static_assert(offsetof(PacketHeader, reserved) == 86, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, pad) == 86, "PROTOCOL.md §2.1");
+static_assert(offsetof(PacketHeader, reserved) == 87, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, crc) == 88, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, stream) == 92, "PROTOCOL.md §2.1");
 static_assert(offsetof(PacketHeader, auth) == 96, "PROTOCOL.md §2.1");
@@ -171,14 +176,15 @@ constexpr int64_t kAnyJobKey = -1;
 // Why a received datagram was dropped before reaching a connection (PROTOCOL.md §4).
 enum class HeaderError : uint8_t {
     kOk,
-    kTruncated,      // shorter than the header, or than header + payload_len
+    kTruncated,      // shorter than the header, or than header + payload_len + pad
     kBadVersion,
     kBadChecksum,
     kWrongJobKey,
     kUnknownOpcode,
     kBadFlags,       // unknown flag bits, reserved fields not zero, SYN with a dst_conn, or
                      // auth on a packet with a dst_conn
-    kBadLength,      // payload on a type without payload, or trailing bytes
+    kBadLength,      // payload on a type without payload, pad without payload, or trailing
+                     // bytes
 };
 
 // Checks a received datagram's header (§4 steps 1-4): everything that needs no connection
@@ -224,8 +230,11 @@ HeaderError check_header_placing(const uint8_t *datagram, uint32_t len, int64_t 
         *placed = to;
         return fields;
     }
-    const uint32_t crc = to != nullptr ? crc32c_copy(header_crc(*hdr), to, payload, hdr->payload_len)
-                                       : crc32c(header_crc(*hdr), payload, hdr->payload_len);
+    uint32_t crc = to != nullptr ? crc32c_copy(header_crc(*hdr), to, payload, hdr->payload_len)
+                                 : crc32c(header_crc(*hdr), payload, hdr->payload_len);
+    if (hdr->pad != 0) {
+        crc = crc32c(crc, payload + hdr->payload_len, hdr->pad);
+    }
     if (crc != hdr->crc) {
         return HeaderError::kBadChecksum;
     }

@@ -138,11 +138,11 @@ int capture(const char *iface, double seconds, uint32_t max, const char *file)
         const uint32_t dst = ip->daddr;
         const uint16_t port = ntohs(udp->dest);
         // A segmentation-offload send is seen whole, its datagrams back to back: each is a
-        // header and payload_len bytes, as it will arrive.
+        // header, payload_len bytes and pad bytes, as it will arrive.
         while (len >= sizeof(PacketHeader) && payload[0] == kWireVersion && kept < max) {
             PacketHeader h;
             std::memcpy(&h, payload, sizeof(h));
-            const uint32_t dlen = static_cast<uint32_t>(sizeof(h) + h.payload_len);
+            const uint32_t dlen = static_cast<uint32_t>(sizeof(h) + h.payload_len + h.pad);
             if (dlen > len) {
                 break;
             }
@@ -220,6 +220,7 @@ public:
             buf[sizeof(PacketHeader) + i] = static_cast<uint8_t>(i * 7 + h.psn);
         }
         h.payload_len = static_cast<uint16_t>(len);
+        h.pad = 0;   // (a header learned from a capture may have had some)
         struct iovec iov = {buf + sizeof(PacketHeader), len};
         seal_header(&h, &iov, 1);
         std::memcpy(buf, &h, sizeof(h));

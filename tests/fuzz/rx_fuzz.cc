@@ -307,6 +307,9 @@ struct World {
             h.ack_psn = p.nic_next - h.ack_psn % 3;
             h.req_psn = p.nic_req_psn[(p.nic_reqs - 1 - h.req_psn % 4) % 4];
         }
+        // Some of the bytes after a payload may be pad (PROTOCOL.md §2.3), never all of them.
+        h.pad = payload_len > 1 ? static_cast<uint8_t>(h.pad % std::min<size_t>(payload_len, 8)) : 0;
+        payload_len -= h.pad;
         h.payload_len = static_cast<uint16_t>(payload_len);
         h.reserved = 0;
         // DC packets (either flag) name one of a few streams, so that streams open, go on, are
@@ -330,12 +333,13 @@ struct World {
             h.auth = 0;
             h.flags &= static_cast<uint16_t>(~kFlagSyn);
         }
-        struct iovec iov = {const_cast<uint8_t *>(payload), payload_len};
+        const size_t body_len = payload_len + h.pad;
+        struct iovec iov = {const_cast<uint8_t *>(payload), body_len};
         seal_header(&h, &iov, 1);
-        std::vector<uint8_t> d(sizeof(h) + payload_len);
+        std::vector<uint8_t> d(sizeof(h) + body_len);
         std::memcpy(d.data(), &h, sizeof(h));
-        if (payload_len != 0) {
-            std::memcpy(d.data() + sizeof(h), payload, payload_len);
+        if (body_len != 0) {
+            std::memcpy(d.data() + sizeof(h), payload, body_len);
         }
         return d;
     }

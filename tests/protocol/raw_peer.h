@@ -226,15 +226,21 @@ protected:
     // The segments of a message of len bytes (their payload sizes in PSN order) are as few as
     // hold it at kSegPayload each, and of one size but the last, which is shorter by less than
     // their count (TxMsg::cut: runs of equal datagrams go out and come in as one).
-    static void expect_cut_evenly(size_t len, const std::vector<uint32_t> &sizes)
+    // The segments of a message of len bytes, as TxMsg::cut makes them: as few as hold it, of
+    // one size but the last, shorter by less than their count and padded to their size
+    // (PROTOCOL.md §2.3), so that every datagram of the message is the same length.
+    static void expect_cut_evenly(size_t len, const std::vector<PacketHeader> &segs)
     {
         const size_t n = len <= kSegPayload ? 1 : (len + kSegPayload - 1) / kSegPayload;
-        ASSERT_EQ(n, sizes.size()) << len << " bytes";
+        ASSERT_EQ(n, segs.size()) << len << " bytes";
+        const uint32_t size = segs[0].payload_len;
         for (size_t i = 0; i + 1 < n; ++i) {
-            EXPECT_EQ(sizes[0], sizes[i]) << len << " bytes, segment " << i;
+            EXPECT_EQ(size, segs[i].payload_len) << len << " bytes, segment " << i;
+            EXPECT_EQ(0u, segs[i].pad) << len << " bytes, segment " << i;
         }
-        EXPECT_LE(sizes[n - 1], sizes[0]) << len << " bytes";
-        EXPECT_LT(sizes[0] - sizes[n - 1], n) << len << " bytes";
+        EXPECT_LE(segs[n - 1].payload_len, size) << len << " bytes";
+        EXPECT_LT(size - segs[n - 1].payload_len, n) << len << " bytes";
+        EXPECT_EQ(size, segs[n - 1].payload_len + segs[n - 1].pad) << len << " bytes: last not padded";
     }
 
     static srcnic_config_t protocol_config()

@@ -440,6 +440,7 @@ TEST_F(Responder, respond_read__answers_with_read_resp_packets)
     // the last
     std::vector<uint8_t> got;
     std::vector<uint32_t> sizes;
+    std::vector<PacketHeader> segs;
     for (uint32_t seg = 0; seg < 3; ++seg) {
         Packet r;
         ASSERT_TRUE(await([seg](const Packet &p) { return p.h.opcode == kReadResp && p.h.psn == 1 + seg; }, &r))
@@ -456,8 +457,9 @@ TEST_F(Responder, respond_read__answers_with_read_resp_packets)
         EXPECT_FALSE(psn_before(3, r.h.ack_psn)) << to_string(r.h);
         got.insert(got.end(), r.payload.begin(), r.payload.end());
         sizes.push_back(r.h.payload_len);
+        segs.push_back(r.h);
     }
-    expect_cut_evenly(2000, sizes);
+    expect_cut_evenly(2000, segs);
     EXPECT_EQ(666u, sizes[2]);
     EXPECT_EQ(std::vector<uint8_t>(mem->begin() + 100, mem->begin() + 2100), got);
 }

@@ -177,6 +177,7 @@ TEST_F(TxSchedulerSlowRto, tx_commit__segments_carry_exactly_the_message_bytes)
     for (size_t m = 0; m < sent.size(); ++m) {
         std::vector<uint8_t> got;
         std::vector<uint32_t> sizes;
+        std::vector<PacketHeader> segs;
         for (;;) {
             Packet p;
             ASSERT_TRUE(await_psn(psn, &p)) << "message " << m << " psn " << psn;
@@ -185,12 +186,13 @@ TEST_F(TxSchedulerSlowRto, tx_commit__segments_carry_exactly_the_message_bytes)
             EXPECT_LE(p.h.payload_len, kSegPayload);
             got.insert(got.end(), p.payload.begin(), p.payload.end());
             sizes.push_back(p.h.payload_len);
+            segs.push_back(p.h);
             if (p.h.flags & kFlagLast) {
                 break;
             }
         }
         EXPECT_EQ(sent[m], got) << "message " << m << " of " << sent[m].size() << " bytes";
-        expect_cut_evenly(sent[m].size(), sizes);
+        expect_cut_evenly(sent[m].size(), segs);
     }
 }
 
@@ -212,6 +214,7 @@ TEST_F(TxSchedulerSlowRto, tx_packet__write_goes_in_equal_segments_each_at_its_r
     ASSERT_EQ(SRCNIC_OK, qp_->post_send(w));
     std::vector<uint8_t> got;
     std::vector<uint32_t> sizes;
+    std::vector<PacketHeader> segs;
     for (uint32_t psn = 1; psn <= 3; ++psn) {
         Packet p;
         ASSERT_TRUE(await_psn(psn, &p)) << "psn " << psn;
@@ -220,9 +223,10 @@ TEST_F(TxSchedulerSlowRto, tx_packet__write_goes_in_equal_segments_each_at_its_r
         EXPECT_EQ(psn == 3, (p.h.flags & kFlagLast) != 0);
         got.insert(got.end(), p.payload.begin(), p.payload.end());
         sizes.push_back(p.h.payload_len);
+        segs.push_back(p.h);
     }
     EXPECT_EQ(bytes, got);
-    expect_cut_evenly(2000, sizes);
+    expect_cut_evenly(2000, segs);
     EXPECT_EQ((std::vector<uint32_t>{667, 667, 666}), sizes);
 }
 

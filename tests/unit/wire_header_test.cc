@@ -18,8 +18,8 @@ namespace {
 
 constexpr uint32_t kJobKey = 0x5eed;
 
-// A sealed SEND datagram with len payload bytes (byte i is i * 7 + 3).
-std::vector<uint8_t> send_datagram(uint32_t len)
+// A sealed SEND datagram with len payload bytes (byte i is i * 7 + 3) and pad zero pad bytes.
+std::vector<uint8_t> send_datagram(uint32_t len, uint8_t pad = 0)
 {
     PacketHeader h;
     std::memset(&h, 0, sizeof(h));
@@ -30,16 +30,17 @@ std::vector<uint8_t> send_datagram(uint32_t len)
     h.psn = 5;
     h.msg_len = len;
     h.payload_len = static_cast<uint16_t>(len);
-    std::vector<uint8_t> payload(len);
+    h.pad = pad;
+    std::vector<uint8_t> payload(len + pad);
     for (uint32_t i = 0; i < len; ++i) {
         payload[i] = static_cast<uint8_t>(i * 7 + 3);
     }
     struct iovec iov = {payload.data(), payload.size()};
     seal_header(&h, &iov, 1);
-    std::vector<uint8_t> d(sizeof(h) + len);
+    std::vector<uint8_t> d(sizeof(h) + len + pad);
     std::memcpy(d.data(), &h, sizeof(h));
-    if (len != 0) {
-        std::memcpy(d.data() + sizeof(h), payload.data(), len);
+    if (len + pad != 0) {
+        std::memcpy(d.data() + sizeof(h), payload.data(), len + pad);
     }
     return d;
 }
@@ -65,7 +66,7 @@ const std::map<std::string, FieldRow> kStructFields = {
     WIRE_FIELD(src_nic),  WIRE_FIELD(dst_nic),     WIRE_FIELD(src_conn), WIRE_FIELD(dst_conn),
     WIRE_FIELD(psn),      WIRE_FIELD(ack_psn),     WIRE_FIELD(sack),     WIRE_FIELD(src_qpn),
     WIRE_FIELD(dst_qpn),  WIRE_FIELD(msg_len),     WIRE_FIELD(imm),      WIRE_FIELD(addr),
-    WIRE_FIELD(rkey),     WIRE_FIELD(req_psn),     WIRE_FIELD(payload_len),
+    WIRE_FIELD(rkey),     WIRE_FIELD(req_psn),     WIRE_FIELD(payload_len), WIRE_FIELD(pad),
     WIRE_FIELD(reserved), WIRE_FIELD(crc),         WIRE_FIELD(stream), WIRE_FIELD(auth),
 };
 #undef WIRE_FIELD
@@ -296,6 +297,45 @@ TEST(wire_header, check_header_placing__failed_check_offers_nothing)
         EXPECT_EQ(nullptr, p.placed) << c.name;
         EXPECT_TRUE(p.untouched()) << c.name;
     }
+}
+
+// Pad (PROTOCOL.md §2.3): counted in the length, covered by the checksum, never placed.
+TEST(wire_header, check_header_placing__pad_is_checked_and_not_placed)
+{
+    for (uint32_t pad : {1u, 5u, kWirePadMax}) {
+        const std::vector<uint8_t> d = send_datagram(1367, static_cast<uint8_t>(pad));
+        Placing p;
+        ASSERT_EQ(HeaderError::kOk, p.run(d)) << pad;
+        EXPECT_EQ(p.target.data() + 1, p.placed);
+        EXPECT_EQ(0, std::memcmp(p.target.data() + 1, d.data() + sizeof(PacketHeader), 1367));
+        EXPECT_EQ(0xee, p.target[1368]) << "placed pad bytes: " << pad;
+        EXPECT_EQ(pad, p.h.pad);
+
+        std::vector<uint8_t> flipped = d;
+        flipped.back() ^= 0x01;   // a pad byte
+        EXPECT_EQ(HeaderError::kBadChecksum, p.run(flipped)) << pad;
+        EXPECT_EQ(nullptr, p.placed);
+
+        // the pad counts in the length: one byte short is truncated, one more is trailing
+        EXPECT_EQ(HeaderError::kTruncated,
+                  check_header(d.data(), static_cast<uint32_t>(d.size() - 1), kJobKey)) << pad;
+        std::vector<uint8_t> longer = d;
+        longer.push_back(0);
+        EXPECT_EQ(HeaderError::kBadLength,
+                  check_header(longer.data(), static_cast<uint32_t>(longer.size()), kJobKey)) << pad;
+    }
+}
+
+TEST(wire_header, check_fields__pad_without_payload_is_bad_length)
+{
+    PacketHeader h = send_header();
+    h.pad = 3;
+    EXPECT_EQ(HeaderError::kBadLength, check_fields(h, kJobKey));
+    h.payload_len = 1;
+    EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
+    // the byte after it stays reserved
+    h.reserved = 1;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
 }
 
 // `where` may decline (nullptr): the payload is checked in place and goes nowhere.
