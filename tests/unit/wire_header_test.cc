@@ -207,6 +207,18 @@ TEST(wire_header, check_fields__xack_only_on_a_packet_naming_a_connection_and_a_
     EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
 }
 
+TEST(wire_header, check_fields__pad_without_payload_is_bad_length)
+{
+    PacketHeader h = send_header();
+    h.pad = 3;
+    EXPECT_EQ(HeaderError::kBadLength, check_fields(h, kJobKey));
+    h.payload_len = 1;
+    EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
+    // the byte after it stays reserved
+    h.reserved = 1;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+}
+
 // --- check_header_placing ---
 
 // Runs check_header_placing with a destination of len + 2 bytes (0xee) offered for every header
@@ -324,18 +336,6 @@ TEST(wire_header, check_header_placing__pad_is_checked_and_not_placed)
         EXPECT_EQ(HeaderError::kBadLength,
                   check_header(longer.data(), static_cast<uint32_t>(longer.size()), kJobKey)) << pad;
     }
-}
-
-TEST(wire_header, check_fields__pad_without_payload_is_bad_length)
-{
-    PacketHeader h = send_header();
-    h.pad = 3;
-    EXPECT_EQ(HeaderError::kBadLength, check_fields(h, kJobKey));
-    h.payload_len = 1;
-    EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
-    // the byte after it stays reserved
-    h.reserved = 1;
-    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
 }
 
 // `where` may decline (nullptr): the payload is checked in place and goes nowhere.
