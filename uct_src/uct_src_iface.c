@@ -70,11 +70,11 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
      "user), the agent copies instead, logged once. n: the agent always copies (two copies).",
      ucs_offsetof(uct_src_iface_config_t, agent_direct_read), UCS_CONFIG_TYPE_BOOL},
 
-    {"SEG_SIZE", "32k",
+    {"SEG_SIZE", "32832",
      "Largest bcopy message and size of each receive buffer; an active message larger than\n"
-     "this is fragmented by UCP. The default holds a 16 KiB message with UCP's header in one\n"
-     "fragment; every fragment costs a message of the engine, a datagram and a completion,\n"
-     "which large UCP streams (eager only in UCP 1.13) pay per fragment.",
+     "this is fragmented by UCP. The default, 32 KiB and 64 bytes, holds a 32 KiB message with\n"
+     "UCP's header in one fragment; every fragment costs a message of the engine, a datagram\n"
+     "and a completion, which large UCP streams (eager only in UCP 1.13) pay per fragment.",
      ucs_offsetof(uct_src_iface_config_t, seg_size), UCS_CONFIG_TYPE_MEMUNITS},
 
     {"TX_QUEUE_LEN", "256",
