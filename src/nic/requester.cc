@@ -37,6 +37,10 @@ void Nic::msg_free(TxMsg *m)
 void Nic::msg_append(Connection *c, TxMsg *m)
 {
     engage(c);   // (before next_psn moves: an idle connection's PSNs all start from it)
+    if (m->npkts > 1) {
+        m->join_run(c->act->run_seg, c->seg_payload);
+        c->act->run_seg = static_cast<uint16_t>(m->seg);
+    }
     m->psn_first = c->next_psn;
     c->next_psn += m->npkts;
     m->next = nullptr;

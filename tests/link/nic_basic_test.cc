@@ -88,6 +88,38 @@ TEST_F(NicBasic, send__sizes_from_zero_to_4mib)
     }
 }
 
+// SENDs of nearby sizes posted back to back: some take the segment size of the one before them
+// and a padded last segment (TxMsg::join_run), some their own cut; each arrives whole, in order.
+TEST_F(NicBasic, send__back_to_back_nearby_sizes_arrive_whole_in_order)
+{
+    const uint32_t sizes[] = {20000, 19990, 19900, 19800, 19700, 19000, 20000, 13000, 12990, 12700};
+    constexpr size_t kN = sizeof(sizes) / sizeof(sizes[0]);
+    std::vector<std::vector<uint8_t>> data;
+    std::vector<std::vector<uint8_t>> rbufs(kN, std::vector<uint8_t>(20000));
+    for (size_t i = 0; i < kN; ++i) {
+        data.push_back(pattern(sizes[i], static_cast<uint32_t>(i + 1)));
+        ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(100 + i, rbufs[i].data(), 20000)));
+    }
+    for (size_t i = 0; i < kN; ++i) {
+        ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_send(to_b_, i, data[i].data(), sizes[i])));
+    }
+    for (size_t i = 0; i < kN; ++i) {
+        srcnic_cqe_t rc;
+        ASSERT_TRUE(poll_one(nics_.all(), qb_, &rc)) << "message " << i;
+        EXPECT_EQ(SRCNIC_OK, rc.status);
+        EXPECT_EQ(100 + i, rc.wr_id);
+        EXPECT_EQ(sizes[i], rc.byte_len);
+        EXPECT_TRUE(std::equal(data[i].begin(), data[i].end(), rbufs[i].begin())) << "message " << i;
+    }
+    for (size_t i = 0; i < kN; ++i) {
+        srcnic_cqe_t sc;
+        ASSERT_TRUE(poll_one(nics_.all(), qa_, &sc)) << "message " << i;
+        EXPECT_EQ(SRCNIC_OK, sc.status);
+        EXPECT_EQ(i, sc.wr_id);
+    }
+    EXPECT_EQ(0u, nics_.nic(1)->counter(SRCNIC_CNT_DROP_BAD_LENGTH));
+}
+
 TEST_F(NicBasic, send__to_self)
 {
     srcnic_dest_t self;

@@ -196,6 +196,54 @@ TEST_F(TxSchedulerSlowRto, tx_commit__segments_carry_exactly_the_message_bytes)
     }
 }
 
+// A message of several packets takes the segment size of the one before it on the connection
+// where that is larger than its own cut, takes no more packets and leaves a last packet short
+// by no more than a pad holds (TxMsg::join_run): the datagrams of back-to-back messages of
+// nearby sizes then stay one size, one offload group on the UDP link. Otherwise it is cut on
+// its own, and its size is the next one's run.
+TEST_F(TxSchedulerSlowRto, tx_packet__message_takes_the_run_size_before_it_where_a_pad_covers_it)
+{
+    constexpr uint32_t P = kSegPayload;
+    struct Case {
+        uint32_t len;
+        std::vector<uint32_t> payloads;   // payload_len of each segment
+        std::vector<uint32_t> pads;
+    };
+    const std::vector<Case> cases = {
+        {3 * P, {P, P, P}, {0, 0, 0}},                             // its own cut: the run is P
+        {3 * P - 100, {P, P, P - 100}, {0, 0, 100}},               // own cut 887: joins P's run
+        {3 * P - 300, {P - 100, P - 100, P - 100}, {0, 0, 0}},     // 300 > a pad: own cut
+        {2 * (P - 100) - 10, {P - 100, P - 110}, {0, 10}},         // joins the run of P - 100
+        {100, {100}, {0}},                                          // one packet: never padded
+        {2 * P, {P, P}, {0, 0}},                                    // own cut larger: kept
+    };
+    static_assert(3 * kSegPayload - 300 > 2 * kSegPayload, "the third case takes three packets");
+    uint64_t wr_id = 1;
+    for (const Case &c : cases) {
+        post_send(wr_id++, c.len);
+    }
+    uint32_t psn = 1;
+    for (size_t m = 0; m < cases.size(); ++m) {
+        std::vector<uint8_t> got;
+        std::vector<uint32_t> payloads;
+        std::vector<uint32_t> pads;
+        for (;;) {
+            Packet p;
+            ASSERT_TRUE(await_psn(psn, &p)) << "message " << m << " psn " << psn;
+            ++psn;
+            got.insert(got.end(), p.payload.begin(), p.payload.end());
+            payloads.push_back(p.h.payload_len);
+            pads.push_back(p.h.pad);
+            if (p.h.flags & kFlagLast) {
+                break;
+            }
+        }
+        EXPECT_EQ(sends_[m], got) << "message " << m << " of " << cases[m].len << " bytes";
+        EXPECT_EQ(cases[m].payloads, payloads) << "message " << m << " of " << cases[m].len << " bytes";
+        EXPECT_EQ(cases[m].pads, pads) << "message " << m << " of " << cases[m].len << " bytes";
+    }
+}
+
 // A WRITE is cut like a SEND (TxMsg::cut), each segment naming where its bytes go.
 TEST_F(TxSchedulerSlowRto, tx_packet__write_goes_in_equal_segments_each_at_its_remote_address)
 {
