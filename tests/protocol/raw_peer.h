@@ -433,6 +433,24 @@ protected:
         }, out);
     }
 
+    // The segments of the message whose first PSN is *psn, up to the one flagged LAST, in PSN
+    // order; *psn is then the PSN after it. False if one does not come.
+    bool await_message(uint32_t *psn, std::vector<Packet> *segs)
+    {
+        segs->clear();
+        for (;;) {
+            Packet p;
+            if (!await_psn(*psn, &p)) {
+                return false;
+            }
+            ++*psn;
+            segs->push_back(p);
+            if (p.h.flags & kFlagLast) {
+                return true;
+            }
+        }
+    }
+
     // Segment `seg` of a message of data.size() bytes cut at kPlacingSeg, as a sealed datagram:
     // h (segment 0's header) with psn + seg, FIRST and LAST where they belong, msg_len and the
     // segment's offset in addr.

@@ -175,21 +175,15 @@ TEST_F(TxSchedulerSlowRto, tx_commit__segments_carry_exactly_the_message_bytes)
     }
     uint32_t psn = 1;
     for (size_t m = 0; m < sent.size(); ++m) {
+        std::vector<Packet> packets;
+        ASSERT_TRUE(await_message(&psn, &packets)) << "message " << m << " psn " << psn;
         std::vector<uint8_t> got;
-        std::vector<uint32_t> sizes;
         std::vector<PacketHeader> segs;
-        for (;;) {
-            Packet p;
-            ASSERT_TRUE(await_psn(psn, &p)) << "message " << m << " psn " << psn;
-            ++psn;
+        for (const Packet &p : packets) {
             EXPECT_EQ(kSend, p.h.opcode);
             EXPECT_LE(p.h.payload_len, kSegPayload);
             got.insert(got.end(), p.payload.begin(), p.payload.end());
-            sizes.push_back(p.h.payload_len);
             segs.push_back(p.h);
-            if (p.h.flags & kFlagLast) {
-                break;
-            }
         }
         EXPECT_EQ(sent[m], got) << "message " << m << " of " << sent[m].size() << " bytes";
         expect_cut_evenly(sent[m].size(), segs);
@@ -224,19 +218,15 @@ TEST_F(TxSchedulerSlowRto, tx_packet__message_takes_the_run_size_before_it_where
     }
     uint32_t psn = 1;
     for (size_t m = 0; m < cases.size(); ++m) {
+        std::vector<Packet> packets;
+        ASSERT_TRUE(await_message(&psn, &packets)) << "message " << m << " psn " << psn;
         std::vector<uint8_t> got;
         std::vector<uint32_t> payloads;
         std::vector<uint32_t> pads;
-        for (;;) {
-            Packet p;
-            ASSERT_TRUE(await_psn(psn, &p)) << "message " << m << " psn " << psn;
-            ++psn;
+        for (const Packet &p : packets) {
             got.insert(got.end(), p.payload.begin(), p.payload.end());
             payloads.push_back(p.h.payload_len);
             pads.push_back(p.h.pad);
-            if (p.h.flags & kFlagLast) {
-                break;
-            }
         }
         EXPECT_EQ(sends_[m], got) << "message " << m << " of " << cases[m].len << " bytes";
         EXPECT_EQ(cases[m].payloads, payloads) << "message " << m << " of " << cases[m].len << " bytes";
