@@ -221,6 +221,9 @@ SRCNIC_HOT unsigned Nic::requester_take()
             msg_append(c, m);
             if (__builtin_expect(c->act->chunk_qpn != 0, 0) && c->act->chunk_qpn != qp->qpn()) {
                 c->act->mixed_chunks = kMixedChunks;   // shared with another QP's stream
+                if (m->npkts == 1) {
+                    c->act->short_chunks = kMixedChunks;   // ... by its short requests
+                }
             }
         }
         if (sq.corrupt()) {
@@ -457,16 +460,18 @@ void Nic::take_chunk(QpContext *qp)
     }
     // Whole packets: a chunk ending in a short one would cost the stream a runt per chunk (and
     // runts count in the short window, not the full one). Smaller while other QPs' requests
-    // share the connection.
+    // share the connection, and smaller still while those are short.
     ConnActive *a = engage(c);
     const bool mixed = a->mixed_chunks != 0;
-    const uint32_t chunk_pkts = std::max<uint32_t>(
-        1, static_cast<uint32_t>((mixed ? kMixedChunkBytes : kChunkBytes) / c->seg_payload));
+    const bool short_mixed = a->short_chunks != 0;
+    const uint64_t chunk_bytes = short_mixed ? kMixedShortChunkBytes : mixed ? kMixedChunkBytes : kChunkBytes;
+    const uint32_t chunk_pkts = std::max<uint32_t>(1, static_cast<uint32_t>(chunk_bytes / c->seg_payload));
     if (c->next_psn - a->send_psn > chunk_pkts / 2 || msgs_free_ <= kAnswerReserve) {
         return;   // the previous chunk (or others' work) is still mostly to send
     }
     a->chunk_qpn = qp->qpn();
     a->mixed_chunks -= mixed ? 1 : 0;
+    a->short_chunks -= short_mixed ? 1 : 0;
     TxMsg *m = msg_alloc();
     const uint64_t chunk = std::min<uint64_t>(static_cast<uint64_t>(chunk_pkts) * c->seg_payload,
                                               k.length - k.next);

@@ -581,15 +581,16 @@ TEST_F(NicBasic, write_read__large_in_chunks_others_go_between)
     nics_.nic(1)->mr_dereg(mr);
 }
 
-// Once another QP's requests share the connection with a large WRITE, the WRITE's chunks are
-// kMixedChunkBytes: a message of the other QP posted mid-stream arrives after at most about one
-// and a half of those chunks more of the stream (256 KiB chunks let up to 384 KiB go first).
-TEST_F(NicBasic, write__large_shares_the_connection_in_small_chunks_while_others_send)
+// A large WRITE on qa_ while another QP of a's engine sends messages of other_len bytes to b,
+// one at a time, each posted once b has taken in all that reached it; the first ones make the
+// connection shared. Returns the most of the WRITE that b placed between the posting of one of
+// the later messages and its arrival. Checks that everything arrived whole.
+uint64_t stream_ahead_of_other_qp(LoopbackNics &nics, Qp *qa, Qp *qb, srcnic_dest_t to_b, uint32_t other_len)
 {
     srcnic_qp_config_t qc;
     srcnic_qp_config_init(&qc);
     Qp *qa2;
-    ASSERT_EQ(SRCNIC_OK, nics_.nic(0)->qp_create(qc, &qa2));
+    EXPECT_EQ(SRCNIC_OK, nics.nic(0)->qp_create(qc, &qa2));
     const uint32_t big = 8 << 20;
     auto data = pattern(big, 5);
     std::vector<uint8_t> region(big);
@@ -597,44 +598,64 @@ TEST_F(NicBasic, write__large_shares_the_connection_in_small_chunks_while_others
         region[i] = static_cast<uint8_t>(~data[i]);   // no byte matches before it is placed
     }
     srcnic_mr_t *mr;
-    ASSERT_EQ(SRCNIC_OK, nics_.nic(1)->mr_reg(region.data(), region.size(), SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    EXPECT_EQ(SRCNIC_OK, nics.nic(1)->mr_reg(region.data(), region.size(), SRCNIC_ACCESS_REMOTE_WRITE, &mr));
     // The bytes of the WRITE placed so far (it is placed in order: no loss here).
     std::ptrdiff_t done = 0;
     auto placed = [&] {
         done = std::mismatch(data.begin() + done, data.end(), region.begin() + done).first - data.begin();
         return static_cast<uint64_t>(done);
     };
-    uint8_t small = 7, rbuf[8];
-    ASSERT_EQ(SRCNIC_OK, qa_->post_send(make_rdma(SRCNIC_OP_WRITE, to_b_, 1, data.data(), big,
-                                                  reinterpret_cast<uint64_t>(region.data()), mr->rkey)));
-    // Another QP's messages, one at a time, each posted when the receiver has taken in all that
-    // reached it; the first ones make the connection shared, the last ones are measured.
+    const std::vector<uint8_t> other = pattern(other_len, 9);
+    std::vector<uint8_t> rbuf(other_len);
+    EXPECT_EQ(SRCNIC_OK, qa->post_send(make_rdma(SRCNIC_OP_WRITE, to_b, 1, data.data(), big,
+                                                 reinterpret_cast<uint64_t>(region.data()), mr->rkey)));
     uint64_t most_ahead = 0;
     for (uint64_t i = 0; i < 6; ++i) {
-        ASSERT_EQ(SRCNIC_OK, qb_->post_recv(make_recv(10 + i, rbuf, sizeof(rbuf))));
-        ASSERT_TRUE(progress_until(nics_.all(), [&] { return placed() > (i + 1) * (big / 16); }));
-        nics_.nic(1)->progress();
+        EXPECT_EQ(SRCNIC_OK, qb->post_recv(make_recv(10 + i, rbuf.data(), other_len)));
+        EXPECT_TRUE(progress_until(nics.all(), [&] { return placed() > (i + 1) * (big / 16); }));
+        nics.nic(1)->progress();
         const uint64_t before = placed();
-        ASSERT_EQ(SRCNIC_OK, qa2->post_send(make_send(to_b_, 100 + i, &small, 1)));
+        EXPECT_EQ(SRCNIC_OK, qa2->post_send(make_send(to_b, 100 + i, other.data(), other_len)));
         srcnic_cqe_t rc;
-        ASSERT_TRUE(poll_one(nics_.all(), qb_, &rc));
+        EXPECT_TRUE(poll_one(nics.all(), qb, &rc));
         EXPECT_EQ(qa2->qpn(), rc.src_qpn);
+        EXPECT_TRUE(std::equal(other.begin(), other.end(), rbuf.begin()));
         if (i >= 2) {
             most_ahead = std::max(most_ahead, placed() - before);
         }
     }
-    EXPECT_LE(most_ahead, kMixedChunkBytes * 3 / 2 + 65536)
-        << "more of the stream than one and a half small chunks (and a packet) went first";
     srcnic_cqe_t c;
-    ASSERT_TRUE(poll_one(nics_.all(), qa_, &c));
+    EXPECT_TRUE(poll_one(nics.all(), qa, &c));
     EXPECT_EQ(1u, c.wr_id);
     EXPECT_EQ(SRCNIC_OK, c.status);
     EXPECT_TRUE(std::equal(data.begin(), data.end(), region.begin()));
     for (uint64_t i = 0; i < 6; ++i) {
-        ASSERT_TRUE(poll_one(nics_.all(), qa2, &c));
+        EXPECT_TRUE(poll_one(nics.all(), qa2, &c));
         EXPECT_EQ(100 + i, c.wr_id);
     }
-    nics_.nic(1)->mr_dereg(mr);
+    nics.nic(1)->mr_dereg(mr);
+    return most_ahead;
+}
+
+// Once another QP's requests share the connection with a large WRITE, the WRITE's chunks are
+// smaller: a message of the other QP posted mid-stream arrives after at most about one and a
+// half of those chunks more of the stream (256 KiB chunks let up to 384 KiB go first). Short
+// messages of the other QP (a packet each) make them kMixedShortChunkBytes, longer ones
+// kMixedChunkBytes. (The in-memory link's packets are 8 KiB: whole chunks of 16 and 32 KiB.)
+TEST_F(NicBasic, write__large_shares_the_connection_in_small_chunks_while_others_send)
+{
+    const uint64_t ahead = stream_ahead_of_other_qp(nics_, qa_, qb_, to_b_, 1);
+    EXPECT_LE(ahead, kMixedShortChunkBytes * 3 / 2)
+        << "more of the stream than one and a half short-shared chunks went first";
+}
+
+TEST_F(NicBasic, write__large_shares_the_connection_in_larger_chunks_with_longer_messages)
+{
+    const uint64_t ahead = stream_ahead_of_other_qp(nics_, qa_, qb_, to_b_, 20000);
+    EXPECT_LE(ahead, kMixedChunkBytes * 3 / 2)
+        << "more of the stream than one and a half shared chunks went first";
+    EXPECT_GT(ahead, kMixedShortChunkBytes * 3 / 2)
+        << "the stream took the short-shared chunks: two large streams would lose rate for nothing";
 }
 
 // Cancelling a request that goes in chunks completes it once, whatever of it was handed out.
