@@ -98,11 +98,11 @@ struct TxMsg {
         seg = npkts == 1 ? length : static_cast<uint32_t>((len + npkts - 1) / npkts);
     }
     // Cut instead at run_seg, the segment size of the message of several packets before it on
-    // its connection (ConnActive::run_seg), where that is larger than its own and takes no more packets, and
-    // the last packet is then short by no more than a pad holds: the message joins the offload
-    // group of the one before rather than ending it. Back-to-back messages of sizes that differ
-    // a little cut to different sizes: a UCP stream's 64 KiB goes as a 32 KiB fragment and a
-    // slightly shorter one, and each ended its group, four groups per 64 KiB instead of two.
+    // its connection (ConnActive::run_seg), where that is larger than its own, takes no more
+    // packets, and leaves a last packet short by no more than a pad holds: the message joins
+    // the offload group of the one before rather than ending it. Back-to-back messages of
+    // sizes that differ a little cut to different sizes: a UCP stream's 64 KiB goes as a
+    // 32 KiB fragment and a slightly shorter one, and each ended its group (twice the groups).
     void join_run(uint32_t run_seg, uint32_t seg_payload)
     {
         const uint64_t len = length;

@@ -149,12 +149,12 @@ constexpr uint64_t kChunkBytes = 256 * 1024;
 // Counted in chunks, not time, so that it is the same on a loaded machine.
 constexpr uint64_t kMixedChunkBytes = 32 * 1024;
 constexpr uint16_t kMixedChunks = 64;
-// Smaller still while the other QP's requests are short (one packet or less: the 8-byte
-// messages whose latency a stream beside them must not hold up): the ping then waits behind
-// half as much, within 2-2.8x its unloaded median at the 99th percentile in every run of 15,
-// against 1.6-6.1x at kMixedChunkBytes, the stream beside it at two thirds of the rate
-// (perf/results/2026-12-03-hol-chunks/). Two large streams sharing a connection keep
-// kMixedChunkBytes: a smaller chunk would cost both its rate for no latency gained.
+// Smaller still while the other QP's requests are short (one packet: small messages, whose
+// latency a stream beside them must not hold up, and READ requests): an 8-byte ping then
+// waits behind half as much, at most 2.8x its unloaded median at the 99th percentile in 15
+// runs (median 2.0x), against up to 6.1x (2.8x) at kMixedChunkBytes, the stream beside it at
+// two thirds of that rate (perf/results/2026-12-03-hol-chunks/). Longer requests of another
+// QP leave it kMixedChunkBytes: a smaller chunk would cost both streams rate for nothing.
 constexpr uint64_t kMixedShortChunkBytes = 16 * 1024;
 // A transmit batch goes to the link once its payloads add up to this many bytes, even if it
 // has room for more datagrams: the kernel then copies each payload while the bytes that

@@ -464,8 +464,11 @@ void Nic::take_chunk(QpContext *qp)
     ConnActive *a = engage(c);
     const bool mixed = a->mixed_chunks != 0;
     const bool short_mixed = a->short_chunks != 0;
-    const uint64_t chunk_bytes = short_mixed ? kMixedShortChunkBytes : mixed ? kMixedChunkBytes : kChunkBytes;
-    const uint32_t chunk_pkts = std::max<uint32_t>(1, static_cast<uint32_t>(chunk_bytes / c->seg_payload));
+    const uint64_t chunk_bytes = short_mixed ? kMixedShortChunkBytes
+                                 : mixed     ? kMixedChunkBytes
+                                             : kChunkBytes;
+    const uint32_t chunk_pkts =
+        std::max<uint32_t>(1, static_cast<uint32_t>(chunk_bytes / c->seg_payload));
     if (c->next_psn - a->send_psn > chunk_pkts / 2 || msgs_free_ <= kAnswerReserve) {
         return;   // the previous chunk (or others' work) is still mostly to send
     }

@@ -290,10 +290,10 @@ SRCNIC_HOT const TxMsg *Nic::tx_packet(Connection *c, uint32_t psn, bool retrans
         h->payload_len = static_cast<uint16_t>(iovcnt ? plen : 0);
         // The last segment of a message cut into equal ones (TxMsg::cut) is shorter by less
         // than their count, or by at most kWirePadMax where the message took the size of the
-        // run before it (TxMsg::join_run). Padded to their size, it no longer ends the link's run of equal
-        // datagrams at every message: back-to-back messages of one size go out as one UDP GSO
-        // send and come in as one GRO receive (PROTOCOL.md §2.3). An 8 KiB stream at a
-        // 1,500-byte MTU sent at a third of the rate of a 4 KiB one whose length divided.
+        // run before it (TxMsg::join_run). Padded to their size, it no longer ends the link's
+        // run of equal datagrams at every message: back-to-back messages of one size go out as
+        // one UDP GSO send and come in as one GRO receive (PROTOCOL.md §2.3). An 8 KiB stream
+        // at a 1,500-byte MTU sent at a third of the rate of a 4 KiB one whose length divided.
         const uint32_t pad = m->seg - plen;
         if (iovcnt != 0 && seg != 0 && seg + 1 == m->npkts && pad != 0 && pad <= kWirePadMax &&
             iovcnt + 1 < kLinkMaxIov) {

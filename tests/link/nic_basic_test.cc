@@ -109,7 +109,8 @@ TEST_F(NicBasic, send__back_to_back_nearby_sizes_arrive_whole_in_order)
         EXPECT_EQ(SRCNIC_OK, rc.status);
         EXPECT_EQ(100 + i, rc.wr_id);
         EXPECT_EQ(sizes[i], rc.byte_len);
-        EXPECT_TRUE(std::equal(data[i].begin(), data[i].end(), rbufs[i].begin())) << "message " << i;
+        EXPECT_TRUE(std::equal(data[i].begin(), data[i].end(), rbufs[i].begin()))
+            << "message " << i;
     }
     for (size_t i = 0; i < kN; ++i) {
         srcnic_cqe_t sc;
@@ -585,7 +586,8 @@ TEST_F(NicBasic, write_read__large_in_chunks_others_go_between)
 // one at a time, each posted once b has taken in all that reached it; the first ones make the
 // connection shared. Returns the most of the WRITE that b placed between the posting of one of
 // the later messages and its arrival. Checks that everything arrived whole.
-uint64_t stream_ahead_of_other_qp(LoopbackNics &nics, Qp *qa, Qp *qb, srcnic_dest_t to_b, uint32_t other_len)
+uint64_t stream_ahead_of_other_qp(LoopbackNics &nics, Qp *qa, Qp *qb, srcnic_dest_t to_b,
+                                  uint32_t other_len)
 {
     srcnic_qp_config_t qc;
     srcnic_qp_config_init(&qc);
@@ -598,7 +600,8 @@ uint64_t stream_ahead_of_other_qp(LoopbackNics &nics, Qp *qa, Qp *qb, srcnic_des
         region[i] = static_cast<uint8_t>(~data[i]);   // no byte matches before it is placed
     }
     srcnic_mr_t *mr;
-    EXPECT_EQ(SRCNIC_OK, nics.nic(1)->mr_reg(region.data(), region.size(), SRCNIC_ACCESS_REMOTE_WRITE, &mr));
+    EXPECT_EQ(SRCNIC_OK,
+              nics.nic(1)->mr_reg(region.data(), region.size(), SRCNIC_ACCESS_REMOTE_WRITE, &mr));
     // The bytes of the WRITE placed so far (it is placed in order: no loss here).
     std::ptrdiff_t done = 0;
     auto placed = [&] {

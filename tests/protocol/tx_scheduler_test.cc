@@ -229,7 +229,8 @@ TEST_F(TxSchedulerSlowRto, tx_packet__message_takes_the_run_size_before_it_where
             pads.push_back(p.h.pad);
         }
         EXPECT_EQ(sends_[m], got) << "message " << m << " of " << cases[m].len << " bytes";
-        EXPECT_EQ(cases[m].payloads, payloads) << "message " << m << " of " << cases[m].len << " bytes";
+        EXPECT_EQ(cases[m].payloads, payloads)
+            << "message " << m << " of " << cases[m].len << " bytes";
         EXPECT_EQ(cases[m].pads, pads) << "message " << m << " of " << cases[m].len << " bytes";
     }
 }
