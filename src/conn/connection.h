@@ -184,7 +184,8 @@ struct alignas(64) ConnActive {
     uint16_t mixed_chunks = 0;     // chunks still to take at kMixedChunkBytes: kMixedChunks
                                    // since a request of another QP joined the FIFO
     uint16_t short_chunks = 0;     // chunks still to take at kMixedShortChunkBytes:
-                                   // kMixedChunks since such a request of one packet joined
+                                   // kMixedChunks since such a SEND or WRITE of one packet
+                                   // joined
     uint16_t run_seg = 0;          // segment size of the last message of several packets
                                    // appended (TxMsg::join_run); 0: none since it was taken
 

@@ -149,12 +149,13 @@ constexpr uint64_t kChunkBytes = 256 * 1024;
 // Counted in chunks, not time, so that it is the same on a loaded machine.
 constexpr uint64_t kMixedChunkBytes = 32 * 1024;
 constexpr uint16_t kMixedChunks = 64;
-// Smaller still while the other QP's requests are short (one packet: small messages, whose
-// latency a stream beside them must not hold up, and READ requests): an 8-byte ping then
-// waits behind half as much, at most 2.8x its unloaded median at the 99th percentile in 15
-// runs (median 2.0x), against up to 6.1x (2.8x) at kMixedChunkBytes, the stream beside it at
-// two thirds of that rate (perf/results/2026-12-03-hol-chunks/). Longer requests of another
-// QP leave it kMixedChunkBytes: a smaller chunk would cost both streams rate for nothing.
+// Smaller still while the other QP's requests are short (SENDs and WRITEs of one packet,
+// whose latency a stream beside them must not hold up; not READs, whose answers may be bulk):
+// an 8-byte ping then waits behind half as much, at most 2.8x its unloaded median at the 99th
+// percentile in 15 runs (median 2.0x), against up to 6.1x (2.8x) at kMixedChunkBytes, the
+// stream beside it at two thirds of that rate (perf/results/2026-12-03-hol-chunks/). Longer
+// requests of another QP leave it kMixedChunkBytes: a smaller chunk would cost both streams
+// rate for nothing.
 constexpr uint64_t kMixedShortChunkBytes = 16 * 1024;
 // A transmit batch goes to the link once its payloads add up to this many bytes, even if it
 // has room for more datagrams: the kernel then copies each payload while the bytes that

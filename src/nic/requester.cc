@@ -221,8 +221,10 @@ SRCNIC_HOT unsigned Nic::requester_take()
             msg_append(c, m);
             if (__builtin_expect(c->act->chunk_qpn != 0, 0) && c->act->chunk_qpn != qp->qpn()) {
                 c->act->mixed_chunks = kMixedChunks;   // shared with another QP's stream
-                if (m->npkts == 1) {
-                    c->act->short_chunks = kMixedChunks;   // ... by its short requests
+                if (m->npkts == 1 && wqe.opcode != SRCNIC_OP_READ) {
+                    // ... by its small messages (a READ request is one packet too, but its
+                    // answer is a transfer as large as the stream's)
+                    c->act->short_chunks = kMixedChunks;
                 }
             }
         }

@@ -582,12 +582,13 @@ TEST_F(NicBasic, write_read__large_in_chunks_others_go_between)
     nics_.nic(1)->mr_dereg(mr);
 }
 
-// A large WRITE on qa_ while another QP of a's engine sends messages of other_len bytes to b,
-// one at a time, each posted once b has taken in all that reached it; the first ones make the
-// connection shared. Returns the most of the WRITE that b placed between the posting of one of
-// the later messages and its arrival. Checks that everything arrived whole.
+// A large WRITE on qa_ while another QP of a's engine sends messages of other_len bytes to b
+// (or, with read, READs other_len bytes of b's memory), one at a time, each posted once b has
+// taken in all that reached it; the first ones make the connection shared. Returns the most of
+// the WRITE that b placed between the posting of one of the later requests and its completion
+// (SEND: its arrival). Checks that everything arrived whole.
 uint64_t stream_ahead_of_other_qp(LoopbackNics &nics, Qp *qa, Qp *qb, srcnic_dest_t to_b,
-                                  uint32_t other_len)
+                                  uint32_t other_len, bool read = false)
 {
     srcnic_qp_config_t qc;
     srcnic_qp_config_init(&qc);
@@ -608,20 +609,37 @@ uint64_t stream_ahead_of_other_qp(LoopbackNics &nics, Qp *qa, Qp *qb, srcnic_des
         done = std::mismatch(data.begin() + done, data.end(), region.begin() + done).first - data.begin();
         return static_cast<uint64_t>(done);
     };
-    const std::vector<uint8_t> other = pattern(other_len, 9);
+    std::vector<uint8_t> other = pattern(other_len, 9);
     std::vector<uint8_t> rbuf(other_len);
+    srcnic_mr_t *src_mr = nullptr;   // what the READs read
+    if (read) {
+        EXPECT_EQ(SRCNIC_OK, nics.nic(1)->mr_reg(other.data(), other.size(),
+                                                 SRCNIC_ACCESS_REMOTE_READ, &src_mr));
+    }
     EXPECT_EQ(SRCNIC_OK, qa->post_send(make_rdma(SRCNIC_OP_WRITE, to_b, 1, data.data(), big,
                                                  reinterpret_cast<uint64_t>(region.data()), mr->rkey)));
     uint64_t most_ahead = 0;
     for (uint64_t i = 0; i < 6; ++i) {
-        EXPECT_EQ(SRCNIC_OK, qb->post_recv(make_recv(10 + i, rbuf.data(), other_len)));
+        if (!read) {
+            EXPECT_EQ(SRCNIC_OK, qb->post_recv(make_recv(10 + i, rbuf.data(), other_len)));
+        }
         EXPECT_TRUE(progress_until(nics.all(), [&] { return placed() > (i + 1) * (big / 16); }));
         nics.nic(1)->progress();
         const uint64_t before = placed();
-        EXPECT_EQ(SRCNIC_OK, qa2->post_send(make_send(to_b, 100 + i, other.data(), other_len)));
         srcnic_cqe_t rc;
-        EXPECT_TRUE(poll_one(nics.all(), qb, &rc));
-        EXPECT_EQ(qa2->qpn(), rc.src_qpn);
+        if (read) {
+            std::fill(rbuf.begin(), rbuf.end(), 0);
+            const uint64_t src = reinterpret_cast<uint64_t>(other.data());
+            EXPECT_EQ(SRCNIC_OK, qa2->post_send(make_rdma(SRCNIC_OP_READ, to_b, 100 + i,
+                                                          rbuf.data(), other_len, src,
+                                                          src_mr->rkey)));
+            EXPECT_TRUE(poll_one(nics.all(), qa2, &rc));
+            EXPECT_EQ(SRCNIC_OK, rc.status);
+        } else {
+            EXPECT_EQ(SRCNIC_OK, qa2->post_send(make_send(to_b, 100 + i, other.data(), other_len)));
+            EXPECT_TRUE(poll_one(nics.all(), qb, &rc));
+            EXPECT_EQ(qa2->qpn(), rc.src_qpn);
+        }
         EXPECT_TRUE(std::equal(other.begin(), other.end(), rbuf.begin()));
         if (i >= 2) {
             most_ahead = std::max(most_ahead, placed() - before);
@@ -632,11 +650,14 @@ uint64_t stream_ahead_of_other_qp(LoopbackNics &nics, Qp *qa, Qp *qb, srcnic_des
     EXPECT_EQ(1u, c.wr_id);
     EXPECT_EQ(SRCNIC_OK, c.status);
     EXPECT_TRUE(std::equal(data.begin(), data.end(), region.begin()));
-    for (uint64_t i = 0; i < 6; ++i) {
+    for (uint64_t i = 0; i < 6 && !read; ++i) {
         EXPECT_TRUE(poll_one(nics.all(), qa2, &c));
         EXPECT_EQ(100 + i, c.wr_id);
     }
     nics.nic(1)->mr_dereg(mr);
+    if (src_mr != nullptr) {
+        nics.nic(1)->mr_dereg(src_mr);
+    }
     return most_ahead;
 }
 
@@ -650,6 +671,18 @@ TEST_F(NicBasic, write__large_shares_the_connection_in_small_chunks_while_others
     const uint64_t ahead = stream_ahead_of_other_qp(nics_, qa_, qb_, to_b_, 1);
     EXPECT_LE(ahead, kMixedShortChunkBytes * 3 / 2)
         << "more of the stream than one and a half short-shared chunks went first";
+}
+
+// READ requests are one packet each, but what they ask for may be a transfer as large as the
+// stream's: they leave the stream kMixedChunkBytes. (A READ completes a round trip later, so
+// about two of the stream's chunks are placed meanwhile, not one.)
+TEST_F(NicBasic, write__large_shares_the_connection_in_larger_chunks_with_reads)
+{
+    const uint64_t ahead = stream_ahead_of_other_qp(nics_, qa_, qb_, to_b_, 64, true);
+    EXPECT_LE(ahead, kMixedChunkBytes * 3)
+        << "more of the stream than three shared chunks went during a READ's round trip";
+    EXPECT_GT(ahead, kMixedShortChunkBytes * 3)
+        << "the stream took the short-shared chunks beside READs";
 }
 
 TEST_F(NicBasic, write__large_shares_the_connection_in_larger_chunks_with_longer_messages)
