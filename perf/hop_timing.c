@@ -1,8 +1,9 @@
 /*
  * hop_timing: where a ping-pong's round trip goes, measured from outside the program.
  *
- * An LD_PRELOAD library for perf/hop-breakdown.sh. It wraps send, sendto, recv and recvfrom,
- * and logs, per thread, the time-stamp counter before and after every send and every receive
+ * An LD_PRELOAD library for perf/hop-breakdown.sh. It wraps send, sendto, sendmsg, sendmmsg,
+ * recv, recvfrom, recvmsg and recvmmsg (the engine uses all but sendto's and recv's twins
+ * depending on the batch), and logs, per thread, the time-stamp counter before and after every send and every receive
  * that returned a datagram. At exit it takes the two threads with the most events (the
  * ping-pong's initiator, whose first event is a send, and its responder) and walks the round
  * trips: initiator send -> the responder's first receive that ended after the send began ->
@@ -88,6 +89,10 @@ typedef ssize_t (*ht_sendto_fn)(int, const void *, size_t, int, const struct soc
                                 socklen_t);
 typedef ssize_t (*ht_recv_fn)(int, void *, size_t, int);
 typedef ssize_t (*ht_recvfrom_fn)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+typedef ssize_t (*ht_sendmsg_fn)(int, const struct msghdr *, int);
+typedef ssize_t (*ht_recvmsg_fn)(int, struct msghdr *, int);
+typedef int (*ht_sendmmsg_fn)(int, struct mmsghdr *, unsigned int, int);
+typedef int (*ht_recvmmsg_fn)(int, struct mmsghdr *, unsigned int, int, struct timespec *);
 
 #define HT_REAL(name, type) \
     static type real; \
@@ -132,6 +137,46 @@ ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from
     const uint64_t enter = __rdtsc();
     const ssize_t ret = real(fd, buf, len, flags, from, from_len);
     if (ret >= 0) {
+        ht_record(HT_RECV, enter, __rdtsc());
+    }
+    return ret;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+    HT_REAL("sendmsg", ht_sendmsg_fn);
+    const uint64_t enter = __rdtsc();
+    const ssize_t ret = real(fd, msg, flags);
+    ht_record(HT_SEND, enter, __rdtsc());
+    return ret;
+}
+
+int sendmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags)
+{
+    HT_REAL("sendmmsg", ht_sendmmsg_fn);
+    const uint64_t enter = __rdtsc();
+    const int ret = real(fd, msgs, n, flags);
+    ht_record(HT_SEND, enter, __rdtsc());
+    return ret;
+}
+
+ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    HT_REAL("recvmsg", ht_recvmsg_fn);
+    const uint64_t enter = __rdtsc();
+    const ssize_t ret = real(fd, msg, flags);
+    if (ret >= 0) {
+        ht_record(HT_RECV, enter, __rdtsc());
+    }
+    return ret;
+}
+
+int recvmmsg(int fd, struct mmsghdr *msgs, unsigned int n, int flags, struct timespec *timeout)
+{
+    HT_REAL("recvmmsg", ht_recvmmsg_fn);
+    const uint64_t enter = __rdtsc();
+    const int ret = real(fd, msgs, n, flags, timeout);
+    if (ret > 0) {
         ht_record(HT_RECV, enter, __rdtsc());
     }
     return ret;
