@@ -271,7 +271,8 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(LOCAL_SENDS,         "SENDs to a QP of this NIC carried out by it without packets (a receive was posted)") \
     _(DC_XACKS_SENT,       "DC target acknowledgements carried by another packet to the stream's initiator NIC (XACK), not an ACK of their own") \
     _(DC_XACKS_APPLIED,    "XACKs received that acknowledged something new on one of this NIC's DC streams") \
-    _(DROP_XACK_UNMATCHED, "XACKs ignored: no DCI here holds their stream to the sender, or they acknowledge what was never sent")
+    _(DROP_XACK_UNMATCHED, "XACKs ignored: no DCI here holds their stream to the sender, or they acknowledge what was never sent") \
+    _(DC_RELEASES_ASKED,   "DC streams this NIC's DCIs closed as soon as quiet because their target asked (it refused others for want of a context)")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

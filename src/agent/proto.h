@@ -24,7 +24,8 @@
 namespace srcnic {
 namespace agent {
 
-constexpr uint32_t kProtoVersion = 5;   // 5: a WQE may be posted SRCNIC_WQE_FLAG_CANCELED
+constexpr uint32_t kProtoVersion = 6;   // 5: a WQE may be posted SRCNIC_WQE_FLAG_CANCELED;
+                                        // 6: StatsReply holds one counter more
 // The default socket: abstract (a name in the network namespace, not a file), so every node of
 // a test bed of network namespaces has its own, and permissions are the agent's credential check.
 constexpr const char *kDefaultSocket = "@srcd";

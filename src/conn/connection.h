@@ -378,6 +378,8 @@ struct DcConn : Connection {
     bool xack_listed = false;      // DC target: in Nic::xack_cands_ (its slot is)
     bool id_known = false;         // DC target: a packet of the stream named it by its id, so
                                    // the DCI can close it (DC_CLOSE needs the id)
+    bool release_asked = false;    // DCI: the target asked it to close the stream once quiet
+                                   // (kFlagDcRelease)
 };
 
 // A DCI's or DC target's DC state (c->kind != ConnKind::kConn).

@@ -304,6 +304,7 @@ Connection *Nic::dci_attach(Remote &r)
         dc_serial_ = 1;
     }
     d->stream = dc_serial_;
+    d->release_asked = false;
     r.dci = c->id;
     count(SRCNIC_CNT_DC_STREAMS);
     return c;
@@ -330,7 +331,9 @@ void Nic::dci_sweep(uint64_t now)
     }
     dci_sweep_ = (dci_sweep_ + 1) % dcis_.size();
     Connection *c = conn_by_id(dcis_[dci_sweep_]);
-    if (c != nullptr && c->quiet() && now - c->used >= kDcMinQuietNs) {
+    if (c != nullptr && dc_of(c)->release_asked) {
+        dci_release_if_asked(c);
+    } else if (c != nullptr && c->quiet() && now - c->used >= kDcMinQuietNs) {
         dci_release(c);
     }
 }
@@ -414,15 +417,11 @@ Connection *Nic::dct_for(const PacketHeader &h, const LinkAddr &src)
         tx_reset(src, h.src_nic, h.src_conn, h.job_key);
         return nullptr;
     }
-    if (dcts_.size() >= config_.dc_targets && !dct_evict()) {
-        count(SRCNIC_CNT_DC_BUSY_SENT);
-        tx_nak_unbound(src, h, NakReason::kDcBusy);
-        return nullptr;
-    }
-    Connection *c = conn_open(src, h.src_nic, false, ConnKind::kDct);
+    Connection *c = dcts_.size() < config_.dc_targets || dct_evict()
+                        ? conn_open(src, h.src_nic, false, ConnKind::kDct)
+                        : nullptr;
     if (c == nullptr) {
-        count(SRCNIC_CNT_DC_BUSY_SENT);
-        tx_nak_unbound(src, h, NakReason::kDcBusy);
+        dc_busy(h, src);
         return nullptr;
     }
     dc_of(c)->stream = h.stream;
@@ -440,6 +439,30 @@ Connection *Nic::dct_for(const PacketHeader &h, const LinkAddr &src)
     }
     dct_by_stream_[key] = c->id & 0xffff;
     return c;
+}
+
+void Nic::dc_busy(const PacketHeader &h, const LinkAddr &src)
+{
+    count(SRCNIC_CNT_DC_BUSY_SENT);
+    tx_nak_unbound(src, h, NakReason::kDcBusy);
+    dc_crowded_until_ns_ = now() + kDcCrowdNs;
+}
+
+bool Nic::dc_crowded()
+{
+    if (dc_crowded_until_ns_ != 0 && now() >= dc_crowded_until_ns_) {
+        dc_crowded_until_ns_ = 0;
+    }
+    return dc_crowded_until_ns_ != 0;
+}
+
+void Nic::dci_release_if_asked(Connection *c)
+{
+    if (c->state == ConnState::kOpen && c->kind == ConnKind::kDci && dc_of(c)->release_asked &&
+        c->quiet()) {
+        count(SRCNIC_CNT_DC_RELEASES_ASKED);
+        dci_release(c);
+    }
 }
 
 bool Nic::dct_evict()

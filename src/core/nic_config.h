@@ -28,6 +28,9 @@ constexpr uint32_t kMaxRemotes = 65535;        // destinations' remote NICs (16-
 constexpr uint32_t kDcClosedPerTarget = 64;
 // A DCI goes back to the pool (its stream closed) after this long quiet (PROTOCOL.md §8.5).
 constexpr uint64_t kDcMinQuietNs = 1000 * 1000;
+// After a DC target refuses a stream for want of a context (DC_BUSY), its contexts ask their
+// DCIs to close their streams once quiet (kFlagDcRelease) for this long (PROTOCOL.md §8.3).
+constexpr uint64_t kDcCrowdNs = 10 * 1000 * 1000;
 // A DC peer is promoted to a connection after dc_promote requests within this window
 // (PROTOCOL.md §8.6), and an idle connection must have carried nothing for this long to be
 // closed for it.

@@ -491,6 +491,13 @@ private:
     // A DC_INIT packet named a target context that is gone: DC_GONE if its stream is in the
     // closed table (the sender then resends with SYN), else dropped as DROP_DC_STALE.
     void dc_gone(const PacketHeader &h, const LinkAddr &src);
+    // Refuses DC_INIT SYN packet h from src for want of a target context: DC_BUSY, and the
+    // contexts ask their DCIs to close their streams once quiet for a while (§8.3).
+    void dc_busy(const PacketHeader &h, const LinkAddr &src);
+    // Whether this NIC's target contexts ask their DCIs to close (dc_busy lately).
+    bool dc_crowded();
+    // A DCI whose target asked it to close (kFlagDcRelease) goes back to the pool once quiet.
+    void dci_release_if_asked(Connection *c);
     // A NAK that belongs to no connection here (src_conn 0): DC_BUSY, DC_GONE, USE_DC.
     void tx_nak_unbound(const LinkAddr &to, const PacketHeader &h, NakReason reason);
     // The closed table (§8.4): streams whose target context went, with where they stopped, kept
@@ -858,6 +865,8 @@ private:
     std::vector<uint32_t> closing_;      // ids of connections we asked to CLOSE
     uint32_t dc_serial_ = 0;             // last stream number drawn
     size_t dci_sweep_ = 0;               // dcis_ index dci_sweep looked at last
+    uint64_t dc_crowded_until_ns_ = 0;   // DC targets: a stream was refused lately (DC_BUSY), so
+                                         // contexts ask their DCIs to close when quiet; 0: none
     bool dc_wait_ = false;               // a request waited for a DCI in this requester pass
     bool dc_wait_prev_ = false;          // ... in the previous one (the quota applies)
     std::vector<uint32_t> xack_cands_;   // slots of DC target contexts listed by xack_list

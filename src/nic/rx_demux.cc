@@ -207,10 +207,14 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     if ((h.flags & kFlagXack) && !unbound) {
         rx_xack(c, h);   // an acknowledgement of one of our DC streams to its sender (§8.7)
     }
+    if ((h.flags & kFlagDcRelease) && !unbound && c->kind == ConnKind::kDci) {
+        dc_of(c)->release_asked = true;   // its target refuses others: close once quiet (§8.3)
+    }
     if (c->act == nullptr && h.opcode == static_cast<uint8_t>(Opcode::kACK) && h.ack_psn == c->next_psn) {
         // An idle connection has everything acknowledged: a repeated ACK (its data was resent)
         // has nothing to do, and takes no active half.
         buf_free(buf);
+        dci_release_if_asked(c);
         return;
     }
     engage(c);   // everything below works on its active half
@@ -232,6 +236,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     if (c->state == ConnState::kOpen && !c->in_active) {
         disengage(c);
     }
+    dci_release_if_asked(c);
 }
 
 SRCNIC_HOT void Nic::rx_sequenced(Connection *c, int32_t buf, const uint8_t *data, uint32_t len,

@@ -137,6 +137,9 @@ bool Nic::self_deliver(const struct iovec *iov, uint32_t iovcnt)
 SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
 {
     h->ack_psn = c->expected_psn;
+    if (__builtin_expect(c->kind == ConnKind::kDct, 0) && dc_crowded()) {
+        h->flags |= kFlagDcRelease;   // others wait for a context here (§8.3)
+    }
     if (c->act == nullptr) {
         // Idle (or a released slot answering for its last occupant): nothing held, nothing
         // owed.

@@ -16,8 +16,10 @@ namespace srcnic {
 // 2: the header grew the auth field (PROTOCOL.md §7); 3: DC streams (the stream field, the DC
 // flags and NAK reasons, PROTOCOL.md §8); 4: a packet may carry the acknowledgement of another
 // DC stream in its auth field (kFlagXack, PROTOCOL.md §8.7); 5: pad bytes after the payload
-// (the pad field, PROTOCOL.md §2.3). Other versions are dropped as DROP_BAD_VERSION.
-constexpr uint8_t kWireVersion = 5;
+// (the pad field, PROTOCOL.md §2.3); 6: a DC target context may ask its DCI to close the
+// stream once quiet (kFlagDcRelease, PROTOCOL.md §8.3). Other versions are dropped as
+// DROP_BAD_VERSION.
+constexpr uint8_t kWireVersion = 6;
 
 // Most pad bytes a packet may carry after its payload (PROTOCOL.md §2.3): the pad field's range.
 constexpr uint32_t kWirePadMax = 255;
@@ -51,7 +53,10 @@ enum : uint16_t {
     kFlagsDc = kFlagDcInit | kFlagDcTarget,
     kFlagXack = 1u << 6,    // auth carries an acknowledgement for one of the receiver's DCIs
                             // attached to the sender (xack_conn, xack_psn; PROTOCOL.md §8.7)
-    kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq | kFlagsDc | kFlagXack
+    kFlagDcRelease = 1u << 7,  // a DC target context to its DCI: new streams wait for a context
+                               // here, close this one as soon as it is quiet (PROTOCOL.md §8.3)
+    kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq | kFlagsDc | kFlagXack |
+                  kFlagDcRelease
 };
 
 // The header, little-endian on the wire, 104 bytes, no implicit padding (PROTOCOL.md §2.1 has

@@ -755,6 +755,111 @@ TEST_F(Dc, xack__never_on_a_packet_to_another_nic)
     EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_XACKS_SENT));
 }
 
+// --- asking initiators to close (DC_RELEASE, PROTOCOL.md §8.3) ---
+
+TEST_F(Dc, dc_release__after_a_refusal_the_contexts_ask_their_dcis_to_close_for_a_while)
+{
+    // both contexts taken, nobody refused: a's acknowledgement asks nothing. A third peer's
+    // stream refused (DC_BUSY) / expect a's next acknowledgement to carry DC_RELEASE. Once no
+    // stream was refused for longer than the crowd time / expect it not to any more
+    std::unique_ptr<RawPeer> a = other_peer(kPeerNic + 1, kPeerConn + 1);
+    std::unique_ptr<RawPeer> b = other_peer(kPeerNic + 2, kPeerConn + 2);
+    std::unique_ptr<RawPeer> c = other_peer(kPeerNic + 3, kPeerConn + 3);
+    const uint32_t ctx = open_stream(*a, 1);
+    open_stream(*b, 1);
+    a->send(dc_send(*a, 1, 2, ctx), {1, 2, 3, 4});
+    Packet ack;
+    ASSERT_TRUE(await_from(*a, Opcode::kACK, &ack));
+    EXPECT_EQ(3u, ack.h.ack_psn);
+    EXPECT_EQ(0, ack.h.flags & kFlagDcRelease) << "asked to close while nobody waited";
+
+    Counters before(*nic_);
+    const Packet *nak = answer(deliver(*c, dc_send(*c, 1, 1)), Opcode::kNAK);
+    ASSERT_NE(nullptr, nak);
+    ASSERT_EQ(static_cast<uint32_t>(NakReason::kDcBusy), nak->h.imm);
+    a->send(dc_send(*a, 1, 3, ctx), {1, 2, 3, 4});
+    ASSERT_TRUE(await_from(*a, Opcode::kACK, &ack));
+    EXPECT_EQ(4u, ack.h.ack_psn);
+    EXPECT_EQ(kFlagDcTarget | kFlagDcRelease, ack.h.flags & (kFlagsDc | kFlagDcRelease)) << to_string(ack.h);
+    EXPECT_EQ(a->conn_id(), ack.h.dst_conn);
+
+    run_for(kDcCrowdNs / kNsPerUs + 1000);
+    a->send(dc_send(*a, 1, 4, ctx), {1, 2, 3, 4});
+    ASSERT_TRUE(await_from(*a, Opcode::kACK, &ack));
+    EXPECT_EQ(5u, ack.h.ack_psn);
+    EXPECT_EQ(0, ack.h.flags & kFlagDcRelease) << "still asking after the crowd time";
+    EXPECT_EQ(5u, recvs_for(100));   // a's four and b's one (c's was refused)
+}
+
+TEST_F(Dc, dc_release__the_dci_closes_its_stream_as_soon_as_it_is_quiet)
+{
+    // the Nic's DCI with two SENDs in flight to the raw peer. The raw peer, as the stream's target,
+    // acknowledges the first SEND with DC_RELEASE / expect no DC_CLOSE while the second is
+    // unacknowledged. It acknowledges the second (no flag) / expect DC_CLOSE naming the
+    // context at the next PSN in that same pass (not after the DCI's 1 ms quiet), counted, and
+    // the next SEND on a new stream
+    const Packet first = dci_with_a_send(76);
+    const uint32_t v = 4;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest_to_peer(), 77, &v, 4)));
+    Packet second;
+    ASSERT_TRUE(await([](const Packet &q) { return (q.h.flags & kFlagDcInit) != 0 && q.h.psn == 2; }, &second));
+    ASSERT_EQ(first.h.stream, second.h.stream);
+
+    PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget | kFlagDcRelease);
+    ack.stream = first.h.stream;
+    ack.dst_conn = first.h.src_conn;
+    ack.src_conn = kTargetCtx;
+    ack.ack_psn = 2;
+    peer_->send(ack);
+    for (const Packet &p : run_for(300)) {
+        EXPECT_NE(static_cast<uint8_t>(Opcode::kDC_CLOSE), p.h.opcode) << "closed with a SEND unacknowledged";
+    }
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(76u, cqe.wr_id);
+    EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_RELEASES_ASKED));
+
+    ack.flags = kFlagDcTarget;
+    ack.ack_psn = 3;
+    peer_->send(ack);
+    const std::vector<Packet> out = progress_until_received(1);
+    const Packet *close = answer(out, Opcode::kDC_CLOSE);
+    ASSERT_NE(nullptr, close) << "no DC_CLOSE in the pass that made the DCI quiet";
+    EXPECT_EQ(kTargetCtx, close->h.dst_conn);
+    EXPECT_EQ(first.h.stream, close->h.stream);
+    EXPECT_EQ(3u, close->h.psn);
+    EXPECT_EQ(1u, nic_->counter(SRCNIC_CNT_DC_RELEASES_ASKED));
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(77u, cqe.wr_id);
+
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest_to_peer(), 78, &v, 4)));
+    Packet next;
+    ASSERT_TRUE(await([](const Packet &q) { return (q.h.flags & kFlagDcInit) != 0 && opcode_info(q.h.opcode).sequenced; }, &next));
+    EXPECT_NE(first.h.stream, next.h.stream);
+    EXPECT_EQ(1u, next.h.psn);
+    EXPECT_EQ(0u, next.h.dst_conn);
+}
+
+TEST_F(Dc, dc_release__an_unbound_packet_s_is_not_taken)
+{
+    // the Nic's DCI with a SEND in flight; an unbound NAK (src_conn 0) with DC_RELEASE, then the
+    // target's ACK without it / expect the DCI not to close at once (not counted)
+    const Packet first = dci_with_a_send(79);
+    PacketHeader unbound = peer_->header(Opcode::kNAK, 1, kFlagDcTarget | kFlagDcRelease);
+    unbound.stream = first.h.stream;
+    unbound.src_conn = 0;
+    unbound.dst_conn = first.h.src_conn;
+    unbound.imm = 99;   // (no reason: nothing else happens)
+    peer_->send(unbound);
+    progress_until_received(1);
+    ack_as_target(first, 2);
+    srcnic_cqe_t cqe;
+    ASSERT_TRUE(await_cqe(qp_, &cqe));
+    EXPECT_EQ(79u, cqe.wr_id);
+    run_for(200);
+    EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_RELEASES_ASKED));
+}
+
 } // namespace
 } // namespace test
 } // namespace srcnic

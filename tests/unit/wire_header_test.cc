@@ -207,6 +207,21 @@ TEST(wire_header, check_fields__xack_only_on_a_packet_naming_a_connection_and_a_
     EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
 }
 
+TEST(wire_header, check_fields__dc_release_only_from_a_dc_target)
+{
+    PacketHeader h = send_header();
+    h.dst_conn = 0x00010001;
+    h.stream = 4;
+    h.flags = kFlagDcTarget | kFlagDcRelease;
+    EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
+    // an initiator's packet, or a connection's, asks nothing of the kind
+    h.flags = kFlagDcInit | kFlagDcRelease;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+    h.stream = 0;
+    h.flags = kFlagDcRelease;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+}
+
 TEST(wire_header, check_fields__pad_without_payload_is_bad_length)
 {
     PacketHeader h = send_header();
