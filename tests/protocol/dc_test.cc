@@ -33,10 +33,11 @@ protected:
         }
     }
 
-    // Another raw peer at its own address of the fabric.
-    std::unique_ptr<RawPeer> other_peer(uint64_t incarnation, uint32_t conn)
+    // Another raw peer at its own address of the fabric, number i (1, 2, ...): its incarnation
+    // and connection id are the main raw peer's plus i.
+    std::unique_ptr<RawPeer> peer_no(uint32_t i)
     {
-        return std::unique_ptr<RawPeer>(new RawPeer(*fabric_, nic_->addr(), kJobKey, incarnation, conn));
+        return std::unique_ptr<RawPeer>(new RawPeer(*fabric_, nic_->addr(), kJobKey, kPeerNic + i, kPeerConn + i));
     }
 
     // A DC_INIT SEND of stream `stream`, PSN psn, from `from`, naming the Nic's context `ctx`
@@ -199,11 +200,12 @@ protected:
     }
 
     // The raw peer as the target context of the Nic's DC stream that sent p: an ACK naming
-    // itself (src_conn kTargetCtx) at stream position 1, acknowledging the PSNs before ack_psn.
+    // itself (src_conn kTargetCtx) at stream position 1, acknowledging the PSNs before ack_psn,
+    // with DC_TARGET and `flags`.
     static constexpr uint32_t kTargetCtx = 0x00420001;
-    void ack_as_target(const Packet &p, uint32_t ack_psn)
+    void ack_as_target(const Packet &p, uint32_t ack_psn, uint16_t flags = 0)
     {
-        PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget);
+        PacketHeader ack = peer_->header(Opcode::kACK, 1, static_cast<uint16_t>(kFlagDcTarget | flags));
         ack.stream = p.h.stream;
         ack.dst_conn = p.h.src_conn;
         ack.src_conn = kTargetCtx;
@@ -271,9 +273,7 @@ TEST_F(Dc, dc_flags__without_a_stream_or_both_or_a_target_syn_are_bad_flags)
 
 TEST_F(Dc, contexts_at_bound__busy_until_one_is_quiet_then_the_lru_is_evicted)
 {
-    std::unique_ptr<RawPeer> a = other_peer(kPeerNic + 1, kPeerConn + 1);
-    std::unique_ptr<RawPeer> b = other_peer(kPeerNic + 2, kPeerConn + 2);
-    std::unique_ptr<RawPeer> c = other_peer(kPeerNic + 3, kPeerConn + 3);
+    std::unique_ptr<RawPeer> a = peer_no(1), b = peer_no(2), c = peer_no(3);
     open_stream(*a, 1);
     open_stream(*b, 1);
     // receive stream 1 of a third peer at once / expect DC_BUSY to it (src_conn 0, its PSN and
@@ -301,9 +301,7 @@ TEST_F(Dc, contexts_at_bound__busy_until_one_is_quiet_then_the_lru_is_evicted)
 
 TEST_F(Dc, evicted_stream__named_packets_get_gone_and_resume_runs_nothing_twice)
 {
-    std::unique_ptr<RawPeer> a = other_peer(kPeerNic + 1, kPeerConn + 1);
-    std::unique_ptr<RawPeer> b = other_peer(kPeerNic + 2, kPeerConn + 2);
-    std::unique_ptr<RawPeer> c = other_peer(kPeerNic + 3, kPeerConn + 3);
+    std::unique_ptr<RawPeer> a = peer_no(1), b = peer_no(2), c = peer_no(3);
     const uint32_t ctx = open_stream(*a, 5);
     open_stream(*b, 1);
     run_for(kEvictUs + 500);
@@ -644,7 +642,7 @@ TEST_F(Dc, xack__received_completes_the_dci_s_request_from_its_target_nic_only)
     // ignored; then the raw peer's / expect the SEND completed OK, DC_XACKS_APPLIED
     const Packet first = dci_with_a_send(72);
     const uint32_t dci = first.h.src_conn;
-    std::unique_ptr<RawPeer> other = other_peer(kPeerNic + 9, kPeerConn + 9);
+    std::unique_ptr<RawPeer> other = peer_no(9);
     const uint32_t other_ctx = open_stream(*other, 21);
     Counters before(*nic_);
     PacketHeader forged = dc_send(*other, 21, 2, other_ctx);
@@ -729,7 +727,7 @@ TEST_F(Dc, xack__never_on_a_packet_to_another_nic)
     // a context of the raw peer's stream owes an acknowledgement while the Nic sends a SEND to
     // another NIC (over a connection that NIC opened) / expect that SEND without XACK and the
     // context's own ACK to the raw peer
-    std::unique_ptr<RawPeer> other = other_peer(kPeerNic + 7, kPeerConn + 7);
+    std::unique_ptr<RawPeer> other = peer_no(7);
     PacketHeader syn = other->header(Opcode::kSEND, 1, kFlagSyn | kFlagFirst | kFlagLast);
     syn.dst_qpn = qp_->qpn();
     syn.src_qpn = kPeerQpn;
@@ -762,9 +760,7 @@ TEST_F(Dc, dc_release__after_a_refusal_the_contexts_ask_their_dcis_to_close_for_
     // both contexts taken, nobody refused: a's acknowledgement asks nothing. A third peer's
     // stream refused (DC_BUSY) / expect a's next acknowledgement to carry DC_RELEASE. Once no
     // stream was refused for longer than the crowd time / expect it not to any more
-    std::unique_ptr<RawPeer> a = other_peer(kPeerNic + 1, kPeerConn + 1);
-    std::unique_ptr<RawPeer> b = other_peer(kPeerNic + 2, kPeerConn + 2);
-    std::unique_ptr<RawPeer> c = other_peer(kPeerNic + 3, kPeerConn + 3);
+    std::unique_ptr<RawPeer> a = peer_no(1), b = peer_no(2), c = peer_no(3);
     const uint32_t ctx = open_stream(*a, 1);
     open_stream(*b, 1);
     a->send(dc_send(*a, 1, 2, ctx), {1, 2, 3, 4});
@@ -805,12 +801,7 @@ TEST_F(Dc, dc_release__the_dci_closes_its_stream_as_soon_as_it_is_quiet)
     ASSERT_TRUE(await([](const Packet &q) { return (q.h.flags & kFlagDcInit) != 0 && q.h.psn == 2; }, &second));
     ASSERT_EQ(first.h.stream, second.h.stream);
 
-    PacketHeader ack = peer_->header(Opcode::kACK, 1, kFlagDcTarget | kFlagDcRelease);
-    ack.stream = first.h.stream;
-    ack.dst_conn = first.h.src_conn;
-    ack.src_conn = kTargetCtx;
-    ack.ack_psn = 2;
-    peer_->send(ack);
+    ack_as_target(first, 2, kFlagDcRelease);
     for (const Packet &p : run_for(300)) {
         EXPECT_NE(static_cast<uint8_t>(Opcode::kDC_CLOSE), p.h.opcode) << "closed with a SEND unacknowledged";
     }
@@ -819,9 +810,7 @@ TEST_F(Dc, dc_release__the_dci_closes_its_stream_as_soon_as_it_is_quiet)
     EXPECT_EQ(76u, cqe.wr_id);
     EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_RELEASES_ASKED));
 
-    ack.flags = kFlagDcTarget;
-    ack.ack_psn = 3;
-    peer_->send(ack);
+    ack_as_target(first, 3);
     const std::vector<Packet> out = progress_until_received(1);
     const Packet *close = answer(out, Opcode::kDC_CLOSE);
     ASSERT_NE(nullptr, close) << "no DC_CLOSE in the pass that made the DCI quiet";
