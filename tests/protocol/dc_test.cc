@@ -770,7 +770,8 @@ TEST_F(Dc, dc_release__after_a_refusal_the_contexts_ask_their_dcis_to_close_for_
     EXPECT_EQ(0, ack.h.flags & kFlagDcRelease) << "asked to close while nobody waited";
 
     Counters before(*nic_);
-    const Packet *nak = answer(deliver(*c, dc_send(*c, 1, 1)), Opcode::kNAK);
+    const std::vector<Packet> back = deliver(*c, dc_send(*c, 1, 1));
+    const Packet *nak = answer(back, Opcode::kNAK);
     ASSERT_NE(nullptr, nak);
     ASSERT_EQ(static_cast<uint32_t>(NakReason::kDcBusy), nak->h.imm);
     a->send(dc_send(*a, 1, 3, ctx), {1, 2, 3, 4});
