@@ -141,7 +141,9 @@ static ucs_config_field_t uct_src_iface_config_table[] = {
 
     {"DC_TARGETS", "64",
      "Short-lived target contexts this engine keeps at most for DC streams from others\n"
-     "(least recently used evicted when quiet; 0: refuse DC streams).",
+     "(least recently used evicted when quiet; for 10 ms after refusing a stream for want of\n"
+     "one, the engine asks the other initiators to close theirs once quiet; 0: refuse DC\n"
+     "streams).",
      ucs_offsetof(uct_src_iface_config_t, dc_targets), UCS_CONFIG_TYPE_UINT},
 
     {"DC_POLICY", "dcs_quota",
