@@ -303,8 +303,7 @@ Connection *Nic::dci_attach(Remote &r)
     if (++dc_serial_ == 0) {
         dc_serial_ = 1;
     }
-    d->stream = dc_serial_;
-    d->release_asked = false;
+    d->stream = dc_serial_;   // (conn_open left release_asked false, as every DcConn field)
     r.dci = c->id;
     count(SRCNIC_CNT_DC_STREAMS);
     return c;
@@ -332,7 +331,7 @@ void Nic::dci_sweep(uint64_t now)
     dci_sweep_ = (dci_sweep_ + 1) % dcis_.size();
     Connection *c = conn_by_id(dcis_[dci_sweep_]);
     if (c != nullptr && dc_of(c)->release_asked) {
-        dci_release_if_asked(c);
+        dci_release_asked(c);
     } else if (c != nullptr && c->quiet() && now - c->used >= kDcMinQuietNs) {
         dci_release(c);
     }
@@ -456,10 +455,9 @@ bool Nic::dc_crowded()
     return dc_crowded_until_ns_ != 0;
 }
 
-void Nic::dci_release_if_asked(Connection *c)
+void Nic::dci_release_asked(Connection *c)
 {
-    if (c->state == ConnState::kOpen && c->kind == ConnKind::kDci && dc_of(c)->release_asked &&
-        c->quiet()) {
+    if (c->state == ConnState::kOpen && c->quiet()) {
         count(SRCNIC_CNT_DC_RELEASES_ASKED);
         dci_release(c);
     }

@@ -497,7 +497,14 @@ private:
     // Whether this NIC's target contexts ask their DCIs to close (dc_busy lately).
     bool dc_crowded();
     // A DCI whose target asked it to close (kFlagDcRelease) goes back to the pool once quiet.
-    void dci_release_if_asked(Connection *c);
+    // Called for every received packet's connection: the test is inline, the release is not.
+    void dci_release_if_asked(Connection *c)
+    {
+        if (__builtin_expect(c->kind == ConnKind::kDci && dc_of(c)->release_asked, 0)) {
+            dci_release_asked(c);
+        }
+    }
+    void dci_release_asked(Connection *c);
     // A NAK that belongs to no connection here (src_conn 0): DC_BUSY, DC_GONE, USE_DC.
     void tx_nak_unbound(const LinkAddr &to, const PacketHeader &h, NakReason reason);
     // The closed table (§8.4): streams whose target context went, with where they stopped, kept
