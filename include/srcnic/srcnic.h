@@ -272,7 +272,10 @@ SRCNIC_API void srcnic_nic_mem_free(srcnic_nic_t *nic, void *ptr, size_t size);
     _(DC_XACKS_SENT,       "DC target acknowledgements carried by another packet to the stream's initiator NIC (XACK), not an ACK of their own") \
     _(DC_XACKS_APPLIED,    "XACKs received that acknowledged something new on one of this NIC's DC streams") \
     _(DROP_XACK_UNMATCHED, "XACKs ignored: no DCI here holds their stream to the sender, or they acknowledge what was never sent") \
-    _(DC_RELEASES_ASKED,   "DC streams this NIC's DCIs closed as soon as quiet because their target asked (it refused others for want of a context)")
+    _(DC_RELEASES_ASKED,   "DC streams this NIC's DCIs closed as soon as quiet because their target asked (it refused others for want of a context)") \
+    _(DC_REVERSE_SENT,     "requests this NIC's DC target contexts sent back along their stream to its initiator's NIC") \
+    _(DC_HANDED_BACK,      "of them, those the stream's DC_CLOSE left unexecuted, sent again on a DCI") \
+    _(DC_CLOSE_CONFIRMED,  "DC streams whose target confirmed the DC_CLOSE of a DCI that ran requests sent back")
 
 typedef enum srcnic_counter {
 #define SRCNIC_COUNTER_ENUM(_name, _desc) SRCNIC_CNT_##_name,

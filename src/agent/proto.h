@@ -24,8 +24,9 @@
 namespace srcnic {
 namespace agent {
 
-constexpr uint32_t kProtoVersion = 6;   // 5: a WQE may be posted SRCNIC_WQE_FLAG_CANCELED;
-                                        // 6: StatsReply holds one counter more
+constexpr uint32_t kProtoVersion = 7;   // 5: a WQE may be posted SRCNIC_WQE_FLAG_CANCELED;
+                                        // 6: StatsReply holds one counter more;
+                                        // 7: three counters more
 // The default socket: abstract (a name in the network namespace, not a file), so every node of
 // a test bed of network namespaces has its own, and permissions are the agent's credential check.
 constexpr const char *kDefaultSocket = "@srcd";

@@ -350,7 +350,9 @@ struct alignas(64) Connection {
     // --- scheduling and kind ---
     bool in_active : 1;            // on the NIC's list of connections with work or timers
     bool closing : 1;              // connection: we asked the peer to CLOSE it (§8.6); no
-                                   // new request goes on it meanwhile
+                                   // new request goes on it meanwhile. DCI: it sent DC_CLOSE
+                                   // and waits for its target to confirm (§8.8), attached to
+                                   // no Remote, executing nothing
     bool self : 1;                 // a connection of this NIC to itself, or the one that
                                    // receives what such a one sends (PROTOCOL.md §5.7)
     bool dc_slot : 1;              // the slot is a DcConn (it serves DCIs and DC targets only)
@@ -369,17 +371,31 @@ struct alignas(64) Connection {
 // stream and the stream (§8). Bounded in number (srcnic_config_t.num_dci, dc_targets), kept in
 // slots of their own; its peer inline, since a DC slot names another remote NIC at every stream.
 struct DcConn : Connection {
-    DcConn() { dc_slot = true; }
+    DcConn()
+        : xack_listed(false), id_known(false), release_asked(false), rev_run(false), rev_sent(false),
+          rev_ok(false), rev_listed(false)
+    {
+        dc_slot = true;
+    }
 
     PeerNic peer_nic;              // the remote NIC (refs unused)
     uint32_t stream = 0;           // the stream's number (header field stream)
-    uint32_t remote = 0;           // DCI: index of the Remote it is attached to
-    uint32_t dc_taken = 0;         // DCI: requests taken since it attached (dc_quota)
-    bool xack_listed = false;      // DC target: in Nic::xack_cands_ (its slot is)
-    bool id_known = false;         // DC target: a packet of the stream named it by its id, so
+    uint32_t remote = 0;           // DCI: index of the Remote it is attached to; DC target
+                                   // that sent requests back (rev_sent): the Remote they came
+                                   // from
+    uint32_t dc_taken = 0;         // DCI: requests taken since it attached (dc_quota); closing
+                                   // (§8.8): DC_CLOSEs sent (and Connection::used: the last, when)
+    bool xack_listed : 1;          // DC target: in Nic::xack_cands_ (its slot is)
+    bool id_known : 1;             // DC target: a packet of the stream named it by its id, so
                                    // the DCI can close it (DC_CLOSE needs the id)
-    bool release_asked = false;    // DCI: the target asked it to close the stream once quiet
+    bool release_asked : 1;        // DCI: the target asked it to close the stream once quiet
                                    // (kFlagDcRelease)
+    bool rev_run : 1;              // DCI: executed a request its target context sent back along
+                                   // the stream (§8.8): it closes with a confirmed DC_CLOSE
+    bool rev_sent : 1;             // DC target: sent a request back along the stream (§8.8)
+    bool rev_ok : 1;               // DC target: the DCI's latest packet said it runs requests
+                                   // sent back (kFlagDcReverse)
+    bool rev_listed : 1;           // DC target: in Nic::rev_cands_ (its slot is)
 };
 
 // A DCI's or DC target's DC state (c->kind != ConnKind::kConn).

@@ -86,7 +86,31 @@ SRCNIC_HOT Connection *Nic::route(srcnic_dest_t dest, srcnic_status_t *status, b
             }
         }
     }
+    if (__builtin_expect(r->rev != 0, 0)) {
+        // Its requests went back along a stream from it (§8.8): later ones follow while that
+        // context may take them, and wait until they are acknowledged otherwise (nothing
+        // overtakes them on a DCI).
+        Connection *t = conn_by_id(r->rev);
+        if (t != nullptr && t->kind == ConnKind::kDct && rev_unacked(t)) {
+            if (rev_can_take(t)) {
+                return t;
+            }
+            *status = SRCNIC_ERR_NO_RESOURCE;
+            return nullptr;
+        }
+        r->rev = 0;
+    }
     Connection *c = r->dci != 0 ? conn_by_id(r->dci) : nullptr;
+    if ((c == nullptr || c->quiet()) && r->backlog_head == nullptr && !rev_cands_.empty()) {
+        // (Its own DCI, if any, holds nothing unacknowledged: nothing is overtaken.)
+        if (Connection *t = rev_find(r)) {
+            r->rev = t->id;
+            dc_of(t)->remote = static_cast<uint32_t>(r - remotes_.data());
+            dc_of(t)->rev_sent = true;
+            count(SRCNIC_CNT_DC_REVERSE_SENT, request);
+            return t;
+        }
+    }
     if (c == nullptr) {
         c = dci_attach(*r);
         if (c == nullptr) {
@@ -114,6 +138,11 @@ Connection *Nic::current(srcnic_dest_t dest)
     if (r == nullptr) {
         return nullptr;
     }
+    if (r->dc && r->rev != 0) {
+        if (Connection *t = conn_by_id(r->rev); t != nullptr && t->kind == ConnKind::kDct) {
+            return t;   // (its requests went back along a stream, §8.8)
+        }
+    }
     return conn_by_id(r->dc ? r->dci : r->conn);
 }
 
@@ -128,7 +157,7 @@ bool Nic::promote(Remote &r, uint64_t now)
         return true;
     }
     Connection *d = r.dci != 0 ? conn_by_id(r.dci) : nullptr;
-    if (d != nullptr && !d->quiet()) {
+    if (d != nullptr && !dci_may_go(d)) {
         return false;   // what is on the stream completes first: nothing overtakes it
     }
     if (d != nullptr) {
@@ -277,7 +306,8 @@ Connection *Nic::lru_quiet(const std::vector<uint32_t> &ids, uint64_t now, uint6
     Connection *lru = nullptr;
     for (uint32_t id : ids) {
         Connection *d = conn_by_id(id);
-        if (d != nullptr && d->quiet() && now - std::min(now, d->used) >= min_idle_ns &&
+        if (d != nullptr && (d->kind == ConnKind::kDci ? dci_may_go(d) : d->quiet()) &&
+            now - std::min(now, d->used) >= min_idle_ns &&
             (lru == nullptr || d->used < lru->used)) {
             lru = d;
         }
@@ -294,6 +324,7 @@ Connection *Nic::dci_attach(Remote &r)
         if (lru == nullptr) {
             return nullptr;
         }
+        dc_handed_over_ns_ = now();
         dci_release(lru);
         c = conn_open(r.addr, r.nic, false, ConnKind::kDci);
     }
@@ -313,6 +344,10 @@ void Nic::dci_release(Connection *c)
 {
     SRCNIC_LOG_DEBUG("DCI %u released from %s (stream %u, %u requests)", c->id,
                      peer_of(c).addr.to_string().c_str(), dc_of(c)->stream, dc_of(c)->dc_taken);
+    if (dc_of(c)->rev_run && c->peer_conn != 0) {
+        dci_close(c);   // its target waits to hear that its requests ran (§8.8)
+        return;
+    }
     if (c->peer_conn != 0) {
         // The target may forget the stream now (unacknowledged: if lost, its closed entry
         // lingers instead).
@@ -332,7 +367,7 @@ void Nic::dci_sweep(uint64_t now)
     Connection *c = conn_by_id(dcis_[dci_sweep_]);
     if (c != nullptr && dc_of(c)->release_asked) {
         dci_release_asked(c);
-    } else if (c != nullptr && c->quiet() && now - c->used >= kDcMinQuietNs) {
+    } else if (c != nullptr && dci_may_go(c) && now - c->used >= kDcMinQuietNs) {
         dci_release(c);
     }
 }
@@ -457,7 +492,7 @@ bool Nic::dc_crowded()
 
 void Nic::dci_release_asked(Connection *c)
 {
-    if (c->state == ConnState::kOpen && c->quiet()) {
+    if (c->state == ConnState::kOpen && dci_may_go(c)) {
         count(SRCNIC_CNT_DC_RELEASES_ASKED);
         dci_release(c);
     }
@@ -491,6 +526,19 @@ void Nic::dc_gone(const PacketHeader &h, const LinkAddr &src)
     // from it (§7.3).
     const ClosedKey key{src, h.src_nic, h.stream, false};
     if (h.opcode == static_cast<uint8_t>(Opcode::kDC_CLOSE)) {
+        // A context that sent requests back and went at the close: the confirmation was lost
+        // (the DCI resends its close), and is sent again while the slot names it (§8.8).
+        const uint32_t slot = h.dst_conn & 0xffff;
+        if (slot != 0 && slot < conns_.size()) {
+            Connection &s = *conns_[slot];
+            if (s.state != ConnState::kOpen && s.kind == ConnKind::kDct && s.id == h.dst_conn &&
+                dc_of(&s)->rev_sent && dc_of(&s)->stream == h.stream && s.peer_conn == h.src_conn &&
+                dc_of(&s)->peer_nic.nic == h.src_nic && dc_of(&s)->peer_nic.addr == src &&
+                s.expected_psn == h.psn) {
+                tx_control(&s, Opcode::kDC_CLOSE, s.next_psn, 0);
+                return;
+            }
+        }
         // Its context was evicted: the closed entry goes, if it is where the stream ended.
         auto it = closed_.find(key);
         if (it != closed_.end() && it->second.rx_psn == h.psn) {
@@ -672,7 +720,7 @@ void Nic::xack_flush()
             if (tx_blocked_) {
                 activate_now(t);
             } else {
-                tx_control(t, Opcode::kACK, t->act->send_psn, 0);
+                tx_control(t, Opcode::kACK, ack_position(t), 0);
             }
         }
     }
@@ -741,6 +789,186 @@ void Nic::rx_xack(Connection *c, const PacketHeader &h)
         apply_ack(d, ack);
         count(SRCNIC_CNT_DC_XACKS_APPLIED);
     }
+}
+
+// Requests back along a stream (PROTOCOL.md §8.8). A stream carries requests one way, so a
+// reply to a request that came over DC took a stream of the replier's own: a DCI handed over to
+// the requester's NIC, a target context there (or DC_BUSY when they are all taken), and their
+// DC_CLOSE, 6 packets a round trip against a connection's 3 once the DCIs no longer cover the
+// peers (perf/results/2026-11-27-dc-link/NOTES.md). Instead the target context sends the reply
+// back along the stream it came on, and the DCI runs it as a connection's responder would.
+
+bool Nic::rev_can_take(const Connection *t) const
+{
+    // Its DCI cannot be quiet (nor hand over) before a packet of t's reaches it: t owes it the
+    // acknowledgement of a request (ACK_REQ), which goes with the next transmit pass at the
+    // latest, on this request's first packet or, should that not go then, as an ACK whose
+    // stream position (§5.4) holds the DCI back until this request has arrived.
+    return t->state == ConnState::kOpen && dc_of(t)->rev_ok && t->act != nullptr &&
+           t->act->ack_pending && t->act->ack_next && t->act->reorder_count == 0 &&
+           !t->act->inbound.active;
+}
+
+Connection *Nic::rev_find(const Remote *r)
+{
+    for (size_t i = 0; i < rev_cands_.size();) {
+        Connection *t = conns_[rev_cands_[i]].get();
+        if (t->kind != ConnKind::kDct || !rev_can_take(t)) {
+            if (t->dc_slot) {
+                dc_of(t)->rev_listed = false;   // (listed again by its next ACK_REQ)
+            }
+            rev_cands_[i] = rev_cands_.back();
+            rev_cands_.pop_back();
+            continue;
+        }
+        if (r != nullptr && dc_of(t)->peer_nic.nic == r->nic && dc_of(t)->peer_nic.addr == r->addr) {
+            return t;
+        }
+        ++i;
+    }
+    return nullptr;
+}
+
+bool Nic::rev_unacked(const Connection *t)
+{
+    if (t->act == nullptr) {
+        return false;
+    }
+    for (const TxMsg *m = t->act->head; m != nullptr; m = m->next) {
+        if (m->kind == TxMsg::Kind::kRequest && !m->acked) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool Nic::dci_close_early(Connection *c)
+{
+    // Quiet but for the acknowledgement, while the DCIs do not cover the targets (every one
+    // attached or closing, or one handed over to another target within the DCI quiet time): it
+    // would be handed over for a next target anyway, and DC_CLOSE now carries the
+    // acknowledgement an ACK would have. (While they cover them, it keeps its target: the next
+    // request to it needs no new stream.)
+    const ConnActive *a = c->act;
+    if (c->closing || a->head != nullptr || a->inbound.active || a->reorder_count != 0 ||
+        a->has_deferred_ack || a->err_answers_unsent != 0 || c->peer_conn == 0 ||
+        (dcis_.size() + dc_closing_.size() < config_.num_dci &&
+         now() - dc_handed_over_ns_ >= kDcMinQuietNs) ||
+        dc_closing_.size() >= dc_closing_max()) {
+        return false;
+    }
+    dci_close(c);
+    return true;
+}
+
+void Nic::dci_close(Connection *c)
+{
+    Remote &r = remotes_[dc_of(c)->remote];
+    if (r.dci == c->id) {
+        r.dci = 0;   // its next request attaches another DCI: this stream is over
+    }
+    auto it = std::find(dcis_.begin(), dcis_.end(), c->id);
+    if (it != dcis_.end()) {
+        *it = dcis_.back();
+        dcis_.pop_back();
+    }
+    c->closing = true;
+    dc_closing_.push_back(c->id);
+    tx_control(c, Opcode::kDC_CLOSE, c->next_psn, 0);   // (its acknowledgement, owed or not)
+    // Quiet now: what it keeps until the confirmation fits in the slot (no active half).
+    if (c->act != nullptr) {
+        act_put(c);
+    }
+    c->used = now();
+    dc_of(c)->dc_taken = 1;
+}
+
+void Nic::dc_close_sweep(uint64_t now)
+{
+    for (size_t i = 0; i < dc_closing_.size();) {
+        Connection *c = conn_by_id(dc_closing_[i]);
+        if (c == nullptr || !c->closing) {
+            dc_closing_[i] = dc_closing_.back();
+            dc_closing_.pop_back();
+            continue;
+        }
+        if (now - c->used >= static_cast<uint64_t>(rto_of(c)) * kNsPerUs) {
+            if (dc_of(c)->dc_taken >= config_.retry_count) {
+                // No answer: its target is gone (evicted, failed or restarted), and nothing
+                // of the stream is outstanding here.
+                c->closing = false;
+                conn_release(c);
+                continue;
+            }
+            ++dc_of(c)->dc_taken;
+            c->used = now;
+            tx_control(c, Opcode::kDC_CLOSE, c->next_psn, 0);
+        }
+        ++i;
+    }
+}
+
+void Nic::dci_closing_rx(Connection *c, const PacketHeader &h)
+{
+    if (h.opcode == static_cast<uint8_t>(Opcode::kDC_CLOSE)) {
+        count(SRCNIC_CNT_DC_CLOSE_CONFIRMED);   // (removed from dc_closing_ by the sweep)
+        c->closing = false;
+        conn_release(c);
+    } else if (opcode_info(h.opcode).sequenced) {
+        // A request or answer resent, or sent after the close: nothing runs any more; the
+        // target learns what ran from the close.
+        tx_control(c, Opcode::kDC_CLOSE, c->next_psn, 0);
+    }
+}
+
+void Nic::dct_close_rev(Connection *c, const PacketHeader &h)
+{
+    apply_ack(c, h.ack_psn);
+    ConnActive *a = c->act;
+    a->ack_pending = a->ack_now = a->ack_next = false;
+    a->unacked_rx = a->unacked_rx_bytes = 0;
+    // The DCI ran nothing of the stream after its close: what it does not acknowledge goes
+    // again, in order, ahead of anything posted later, on a DCI of the Remote's own.
+    Remote *r = &remotes_[dc_of(c)->remote];
+    const PeerNic &p = dc_of(c)->peer_nic;
+    if (!r->dc || r->nic != p.nic || !(r->addr == p.addr)) {
+        r = nullptr;   // (the Remote was given to another incarnation meanwhile)
+    }
+    TxMsg *back_head = nullptr, *back_tail = nullptr;
+    while (a->head != nullptr) {
+        TxMsg *m = a->head;
+        a->head = m->next;
+        m->next = nullptr;
+        if (m->kind != TxMsg::Kind::kRequest || m->acked || r == nullptr) {
+            // (acknowledged yet not completed: a READ whose answer can no longer come)
+            if (m->kind == TxMsg::Kind::kRequest && m->qp != nullptr && !m->cancelled) {
+                m->status = SRCNIC_ERR_CONNECTION_RESET;
+                complete_request(c, m);
+            }
+            msg_free(m);
+            continue;
+        }
+        count(SRCNIC_CNT_DC_HANDED_BACK);
+        (back_tail != nullptr ? back_tail->next : back_head) = m;
+        back_tail = m;
+    }
+    a->tail = nullptr;
+    a->short_inflight = 0;
+    a->acked_psn = a->send_psn = a->resend_psn = a->resend_end = c->next_psn;
+    a->rto_deadline_ns = a->probe_deadline_ns = 0;
+    if (back_head != nullptr) {
+        back_tail->next = r->backlog_head;
+        if (r->backlog_head == nullptr) {
+            r->backlog_tail = back_tail;
+        }
+        r->backlog_head = back_head;
+        backlogged_.push_back(static_cast<uint32_t>(r - remotes_.data()));
+        tx_due_ = true;
+    }
+    // Confirmed, so that the DCI, kept until then, may serve another stream (§8.8).
+    tx_control(c, Opcode::kDC_CLOSE, c->next_psn, 0);
+    count(SRCNIC_CNT_DC_CLOSED);
+    conn_release(c);
 }
 
 void Nic::refused_add(const ClosedKey &k)

@@ -252,6 +252,9 @@ void Nic::conn_release(Connection *c)
         drop(dcis_, c->id);
         break;
     case ConnKind::kDct:
+        if (dc_of(c)->rev_sent && remotes_[dc_of(c)->remote].rev == c->id) {
+            remotes_[dc_of(c)->remote].rev = 0;
+        }
         dct_by_stream_.erase(ClosedKey{p.addr, p.nic, dc_of(c)->stream, false});
         drop(dcts_, c->id);
         break;

@@ -31,6 +31,10 @@ constexpr uint64_t kDcMinQuietNs = 1000 * 1000;
 // After a DC target refuses a stream for want of a context (DC_BUSY), its contexts ask their
 // DCIs to close their streams once quiet (kFlagDcRelease) for this long (PROTOCOL.md §8.3).
 constexpr uint64_t kDcCrowdNs = 10 * 1000 * 1000;
+// DCIs that ran requests sent back along their stream wait for their DC_CLOSE's confirmation
+// beside the attached ones: at most this many per DCI of the pool; from half of that on, the
+// DCIs no longer offer to run such requests (kFlagDcReverse, PROTOCOL.md §8.8).
+constexpr uint32_t kDcClosingPerDci = 4;
 // A DC peer is promoted to a connection after dc_promote requests within this window
 // (PROTOCOL.md §8.6), and an idle connection must have carried nothing for this long to be
 // closed for it.

@@ -15,6 +15,7 @@
 #include "conn/refused_set.h"
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/nic_config.h"
 #include "core/secure_random.h"
 #include "link/link.h"
 #include "mr/mr_table.h"
@@ -425,6 +426,9 @@ private:
         uint32_t dc_recent = 0;         // DC mode: requests since dc_window_ns ...
         uint64_t dc_window_ns = 0;      // ... (promotion: dc_promote in kPromoteWindowNs)
         uint64_t no_promote_until = 0;  // not promoted before (the peer refused, no room)
+        uint32_t rev = 0;          // DC mode: the id of the target context (of a stream from
+                                   // this remote NIC) that carries its requests back (§8.8)
+                                   // while they are unacknowledged, 0 = none
     };
     // The Remote dest names, or nullptr (no such index, or an older generation).
     Remote *remote_of(srcnic_dest_t dest)
@@ -461,6 +465,35 @@ private:
     void dci_sweep(uint64_t now);
     // Moves what r's backlog holds onto DCI c, in order.
     void backlog_to(Remote &r, Connection *c);
+    // Requests back along a stream (PROTOCOL.md §8.8). r's requests may go on target context
+    // t: t serves a stream from r's NIC and owes its DCI an acknowledgement for the next
+    // transmit pass, so that the DCI cannot close before a packet of t's reaches it.
+    bool rev_can_take(const Connection *t) const;
+    // A target context of a stream from r's NIC that may take r's requests (nullptr if none),
+    // among those listed when ACK_REQ arrived on their DCI's offer; drops the listed ones
+    // that may not (all of them for r == nullptr: the transmit pass's end).
+    Connection *rev_find(const Remote *r);
+    // t holds requests it sent back that are not acknowledged yet.
+    static bool rev_unacked(const Connection *t);
+    // DCI c, quiet but for the acknowledgement it owes, that ran requests its target sent back:
+    // closes the stream now with DC_CLOSE (carrying that acknowledgement) while the DCIs do not
+    // cover the targets, rather than send an ACK and be handed over later. True if it did.
+    bool dci_close_early(Connection *c);
+    // DCI c's stream is over and its target sent requests back: DC_CLOSE, kept (closing, no
+    // Remote) until the target confirms, resent meanwhile (dc_close_sweep), so that a target
+    // whose acknowledgement was lost hears how its stream ended instead of resending into a
+    // DCI serving another stream.
+    void dci_close(Connection *c);
+    // Resends the DC_CLOSE of closing DCIs once per retransmission timeout; after retry_count
+    // of them the DCI goes (its target is gone: nothing of its stream is outstanding here).
+    void dc_close_sweep(uint64_t now);
+    // A closing DCI received h: a confirmation releases it; a request or answer of the stream
+    // is not executed but answered with DC_CLOSE again.
+    void dci_closing_rx(Connection *c, const PacketHeader &h);
+    // Target context c, which sent requests back, received DC_CLOSE (its expected PSN): what
+    // the close acknowledges completes, the rest goes back to its Remote unexecuted (to a DCI
+    // of its own, in order), and the close is confirmed.
+    void dct_close_rev(Connection *c, const PacketHeader &h);
     // r's DC traffic stayed high: moves it to a connection if the budget has room (its DCI
     // drained first: nothing reorders), or asks an idle connection to close to make room.
     // Returns false when r's request must wait (its DCI is draining).
@@ -505,6 +538,24 @@ private:
         }
     }
     void dci_release_asked(Connection *c);
+    // The stream position an ACK of c's carries (§5.4): the next PSN it sent, or, for a target
+    // context that sent requests back, the next it assigned, so that its DCI, which must not
+    // close before every such request has reached it (§8.8), waits for them.
+    static uint32_t ack_position(const Connection *c)
+    {
+        return c->dc_slot && dc_of(c)->rev_sent ? c->next_psn : c->act->send_psn;
+    }
+    // DCI c may be handed over or released now: quiet, and if it ran requests sent back
+    // (§8.8), room to keep it until its close is confirmed.
+    bool dci_may_go(const Connection *c) const
+    {
+        return c->quiet() && !c->closing &&
+               (!dc_of(c)->rev_run || dc_closing_.size() < dc_closing_max());
+    }
+    // Most DCIs closing at once (§8.8); from half of it on, no DCI offers to run requests sent
+    // back (kFlagDcReverse), so that those that already did always find room.
+    size_t dc_closing_max() const { return static_cast<size_t>(kDcClosingPerDci) * config_.num_dci; }
+    bool dc_reverse_room() const { return 2 * dc_closing_.size() < dc_closing_max(); }
     // A NAK that belongs to no connection here (src_conn 0): DC_BUSY, DC_GONE, USE_DC.
     void tx_nak_unbound(const LinkAddr &to, const PacketHeader &h, NakReason reason);
     // The closed table (§8.4): streams whose target context went, with where they stopped, kept
@@ -870,13 +921,17 @@ private:
     uint64_t closed_linger_ns_ = 0;      // peer_timeout + rto_max: no initiator resends later
     std::vector<uint32_t> backlogged_;   // Remotes with a backlog (indexes)
     std::vector<uint32_t> closing_;      // ids of connections we asked to CLOSE
+    std::vector<uint32_t> dc_closing_;   // ids of DCIs waiting for their DC_CLOSE's confirmation
     uint32_t dc_serial_ = 0;             // last stream number drawn
     size_t dci_sweep_ = 0;               // dcis_ index dci_sweep looked at last
+    uint64_t dc_handed_over_ns_ = 0;     // a DCI was last handed over to another target then
     uint64_t dc_crowded_until_ns_ = 0;   // DC targets: a stream was refused lately (DC_BUSY), so
                                          // contexts ask their DCIs to close when quiet; 0: none
     bool dc_wait_ = false;               // a request waited for a DCI in this requester pass
     bool dc_wait_prev_ = false;          // ... in the previous one (the quota applies)
     std::vector<uint32_t> xack_cands_;   // slots of DC target contexts listed by xack_list
+    std::vector<uint32_t> rev_cands_;    // slots of DC target contexts that may have taken a
+                                         // request back when listed (rev_find drops the others)
     std::vector<uint32_t> xack_later_;   // of them, those tx_schedule left to xack_flush
 
     std::vector<TxMsg> msgs_;       // pool

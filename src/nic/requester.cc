@@ -58,10 +58,13 @@ SRCNIC_HOT unsigned Nic::requester_take()
     unsigned taken = 0;
     dc_wait_prev_ = dc_wait_;
     dc_wait_ = false;
-    if (__builtin_expect(!dcis_.empty() || !closing_.empty(), 0)) {
+    if (__builtin_expect(!dcis_.empty() || !closing_.empty() || !dc_closing_.empty(), 0)) {
         const uint64_t t = now();
         dci_sweep(t);
         close_sweep(t);
+        if (!dc_closing_.empty()) {
+            dc_close_sweep(t);
+        }
     }
     if (__builtin_expect(!backlogged_.empty(), 0)) {
         // Requests of connections that fell back to DC go first, each behind its Remote's DCI.

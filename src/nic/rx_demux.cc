@@ -196,6 +196,11 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
             c->self = true;
         }
     }
+    if (__builtin_expect(c->closing, 0) && c->kind == ConnKind::kDci && !unbound) {
+        dci_closing_rx(c, h);   // its stream is over: it waits for the close's confirmation
+        buf_free(buf);
+        return;
+    }
     if (c->peer_conn == 0) {
         c->peer_conn = h.src_conn;
     }
@@ -203,6 +208,7 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
     if (c->kind == ConnKind::kDct) {
         c->used = now();
         dc_of(c)->id_known = h.dst_conn != 0;   // its DCI knows our id, or forgot it (§8.7)
+        dc_of(c)->rev_ok = (h.flags & kFlagDcReverse) != 0;   // it runs requests back (§8.8)
     }
     if ((h.flags & kFlagXack) && !unbound) {
         rx_xack(c, h);   // an acknowledgement of one of our DC streams to its sender (§8.7)
@@ -318,6 +324,9 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
     const uint8_t *payload = data + sizeof(PacketHeader);
     bool consumed = true;
     if (opcode_info(h.opcode).stage == RxStage::kResponder) {
+        if (__builtin_expect(c->kind == ConnKind::kDci, 0)) {
+            dc_of(c)->rev_run = true;   // its target sent it back along the stream (§8.8)
+        }
         consumed = respond(c, h, payload, placed);
     } else {
         complete_answer(c, h, payload, placed);
@@ -337,6 +346,10 @@ SRCNIC_HOT void Nic::rx_deliver(Connection *c, int32_t buf, const uint8_t *data,
         c->act->ack_next = true;
         if (c->kind == ConnKind::kDct) {
             xack_list(c);   // a packet to its initiator's NIC may carry it (§8.7)
+            if (dc_of(c)->rev_ok && !dc_of(c)->rev_listed) {
+                dc_of(c)->rev_listed = true;   // a request may go back along it (§8.8)
+                rev_cands_.push_back(c->id & 0xffff);
+            }
         }
     }
     // A stream's receiver acknowledges every window / 4 packets, or a quarter of a full window's
@@ -361,7 +374,8 @@ uint8_t *Nic::place_target(const PacketHeader &h, const LinkAddr &src)
         return nullptr;
     }
     const Connection *c = named_conn(h, src);
-    if (c == nullptr || c->peer_conn == 0 || !from_peer_conn(*c, h) || h.psn != c->expected_psn) {
+    if (c == nullptr || c->peer_conn == 0 || !from_peer_conn(*c, h) || h.psn != c->expected_psn ||
+        c->closing) {
         return nullptr;
     }
     return send ? send_target(c, h) : read_target(c, h);
@@ -389,8 +403,10 @@ void Nic::reject_unknown_id(const PacketHeader &h, const LinkAddr &src)
     // answer): it is told again how it ended, as it would have been then.
     if (released && s.failed_gen != s.gen) {
         if (s.kind == ConnKind::kDci && (h.flags & kFlagDcTarget) && dc_of(&s)->stream == h.stream &&
-            h.opcode != static_cast<uint8_t>(Opcode::kNAK)) {
-            // A DCI handed over: its stream is over (§8.5).
+            h.opcode != static_cast<uint8_t>(Opcode::kNAK) &&
+            h.opcode != static_cast<uint8_t>(Opcode::kDC_CLOSE)) {
+            // A DCI handed over: its stream is over (§8.5). (Not to a confirmation, §8.8,
+            // which is never answered.)
             tx_control(&s, Opcode::kDC_CLOSE, s.next_psn, 0);
             return;
         }

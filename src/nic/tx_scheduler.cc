@@ -139,6 +139,8 @@ SRCNIC_HOT void Nic::fill_ack(Connection *c, PacketHeader *h)
     h->ack_psn = c->expected_psn;
     if (__builtin_expect(c->kind == ConnKind::kDct, 0) && dc_crowded()) {
         h->flags |= kFlagDcRelease;   // others wait for a context here (§8.3)
+    } else if (__builtin_expect(c->kind == ConnKind::kDci, 0) && dc_reverse_room()) {
+        h->flags |= kFlagDcReverse;   // it runs requests sent back along the stream (§8.8)
     }
     if (c->act == nullptr) {
         // Idle (or a released slot answering for its last occupant): nothing held, nothing
@@ -564,8 +566,16 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
                 // A DC target's, asked for by ACK_REQ: a packet of this pass to its initiator's
                 // NIC may carry it (PROTOCOL.md §8.7); xack_flush sends what none did.
                 xack_later_.push_back(c->id & 0xffff);
+            } else if (__builtin_expect(c->kind == ConnKind::kDci && dc_of(c)->rev_run, 0) &&
+                       dci_close_early(c)) {
+                // DC_CLOSE carried the acknowledgement (PROTOCOL.md §8.8); closing, the DCI
+                // keeps no active half.
+                c->in_active = false;
+                active_[i] = active_.back();
+                active_.pop_back();
+                continue;
             } else {
-                tx_control(c, Opcode::kACK, c->act->send_psn, 0);
+                tx_control(c, Opcode::kACK, ack_position(c), 0);
             }
         }
         // A connection holding out-of-order packets stays listed even when idle, so that
@@ -583,6 +593,9 @@ SRCNIC_HOT unsigned Nic::tx_schedule(uint64_t now, bool after_rx)
     }
     if (!xack_cands_.empty()) {
         xack_flush();
+    }
+    if (!rev_cands_.empty()) {
+        rev_find(nullptr);   // (drops the contexts whose acknowledgement went)
     }
     return sent;
 }

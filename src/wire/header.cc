@@ -85,8 +85,11 @@ HeaderError check_fields(const PacketHeader &hdr, int64_t job_key)
     if ((hdr.flags & kFlagXack) != 0 && (hdr.dst_conn == 0 || xack_conn(hdr.auth) == 0)) {
         return HeaderError::kBadFlags;
     }
-    // Only a target context asks its DCI to close (§8.3).
+    // Only a target context asks its DCI to close (§8.3); only a DCI takes requests back (§8.8).
     if ((hdr.flags & kFlagDcRelease) != 0 && (hdr.flags & kFlagDcTarget) == 0) {
+        return HeaderError::kBadFlags;
+    }
+    if ((hdr.flags & kFlagDcReverse) != 0 && (hdr.flags & kFlagDcInit) == 0) {
         return HeaderError::kBadFlags;
     }
     if ((!info.has_payload && hdr.payload_len != 0) || (hdr.pad != 0 && hdr.payload_len == 0)) {
@@ -134,7 +137,8 @@ std::string to_string(const PacketHeader &hdr)
         const char *name;
     } kNames[] = {{kFlagSyn, "SYN"}, {kFlagFirst, "FIRST"}, {kFlagLast, "LAST"},
                   {kFlagAckReq, "ACKREQ"}, {kFlagDcInit, "DC_INIT"}, {kFlagDcTarget, "DC_TARGET"},
-                  {kFlagXack, "XACK"}, {kFlagDcRelease, "DC_RELEASE"}};
+                  {kFlagXack, "XACK"}, {kFlagDcRelease, "DC_RELEASE"},
+                  {kFlagDcReverse, "DC_REVERSE"}};
     for (const auto &f : kNames) {
         if (hdr.flags & f.bit) {
             std::strncat(flags, flags[0] ? "|" : "", sizeof(flags) - std::strlen(flags) - 1);

@@ -17,9 +17,11 @@ namespace srcnic {
 // flags and NAK reasons, PROTOCOL.md §8); 4: a packet may carry the acknowledgement of another
 // DC stream in its auth field (kFlagXack, PROTOCOL.md §8.7); 5: pad bytes after the payload
 // (the pad field, PROTOCOL.md §2.3); 6: a DC target context may ask its DCI to close the
-// stream once quiet (kFlagDcRelease, PROTOCOL.md §8.3). Other versions are dropped as
+// stream once quiet (kFlagDcRelease, PROTOCOL.md §8.3); 7: a DC target context may send
+// requests back along its stream, and confirms the DC_CLOSE that ends such a stream (PROTOCOL.md
+// §8.8). Other versions are dropped as
 // DROP_BAD_VERSION.
-constexpr uint8_t kWireVersion = 6;
+constexpr uint8_t kWireVersion = 7;
 
 // Most pad bytes a packet may carry after its payload (PROTOCOL.md §2.3): the pad field's range.
 constexpr uint32_t kWirePadMax = 255;
@@ -55,8 +57,10 @@ enum : uint16_t {
                             // attached to the sender (xack_conn, xack_psn; PROTOCOL.md §8.7)
     kFlagDcRelease = 1u << 7,  // a DC target context to its DCI: new streams wait for a context
                                // here, close this one as soon as it is quiet (PROTOCOL.md §8.3)
+    kFlagDcReverse = 1u << 8,  // a DCI to its target context: requests may come back along the
+                               // stream, this DCI runs them (PROTOCOL.md §8.8)
     kFlagsKnown = kFlagSyn | kFlagFirst | kFlagLast | kFlagAckReq | kFlagsDc | kFlagXack |
-                  kFlagDcRelease
+                  kFlagDcRelease | kFlagDcReverse
 };
 
 // The header, little-endian on the wire, 104 bytes, no implicit padding (PROTOCOL.md §2.1 has

@@ -469,14 +469,19 @@ TEST(NicDcSwitch, promotion_and_demotion_by_traffic__nothing_lost_reordered_or_r
 
 // DC both ways with every message on another stream (dc_bench's worst case, under loss): a hub
 // with one connection, 8 DCIs and 16 target contexts sends to 48 peers in turn, so that every
-// message hands a DCI over (DC_CLOSE, a new stream); each peer echoes it back over its own DCI,
-// so that the hub's target contexts are taken, evicted and resumed by the peers' streams. Under
+// message hands a DCI over (DC_CLOSE, a new stream); each peer echoes it back along the hub's
+// stream (§8.8) or over its own DCI, so that the hub's DCIs run requests sent back and close
+// with confirmation, and its target contexts are taken, evicted and resumed by the peers' streams. Under
 // 5 % loss with reordering and duplication: every message and every echo once, in order per
 // peer, and the hub's contexts never above 16.
 // What echoes() saw.
 struct EchoCounts {
     uint64_t streams = 0;          // the hub's DC streams
     uint64_t xacks_applied = 0;    // XACKs applied, every NIC
+    uint64_t reverse = 0;          // echoes the peers sent back along the hub's streams
+    uint64_t handed_back = 0;      // of them, those a DC_CLOSE left to a DCI of the peer's
+    uint64_t confirmed = 0;        // the hub's DC_CLOSEs confirmed
+    uint64_t peer_targets = 0;     // target contexts the hub opened for the peers' streams
 };
 
 // The hub sends kPer messages to each of kPeers peers in turn over DC (one connection, 5 %
@@ -614,6 +619,14 @@ void echoes(size_t kPeers, uint32_t num_dci, uint32_t dc_targets, uint64_t seed,
     }
     std::printf("acknowledgements on other packets (XACK): sent %" PRIu64 ", applied %" PRIu64 "\n",
                 xacks_sent, xacks_applied);
+    uint64_t reverse = 0, handed_back = 0;
+    for (size_t i = 0; i < kPeers; ++i) {
+        reverse += nics.nic(1 + i)->counter(SRCNIC_CNT_DC_REVERSE_SENT);
+        handed_back += nics.nic(1 + i)->counter(SRCNIC_CNT_DC_HANDED_BACK);
+    }
+    std::printf("echoes sent back along the hub's streams %" PRIu64 ", handed back %" PRIu64
+                ", closes confirmed %" PRIu64 "\n",
+                reverse, handed_back, hub->counter(SRCNIC_CNT_DC_CLOSE_CONFIRMED));
     ASSERT_EQ("", failure);
     ASSERT_TRUE(done) << "watchdog: " << completed << " of " << notes.size() << " completions";
     // Nothing more arrives afterwards: no message or echo ran twice after its completion.
@@ -628,6 +641,10 @@ void echoes(size_t kPeers, uint32_t num_dci, uint32_t dc_targets, uint64_t seed,
     EXPECT_LE(hub->counter(SRCNIC_CNT_DC_TARGETS_MAX), dc_targets);
     counts->streams = hub->counter(SRCNIC_CNT_DC_STREAMS);
     counts->xacks_applied = xacks_applied;
+    counts->reverse = reverse;
+    counts->handed_back = handed_back;
+    counts->confirmed = hub->counter(SRCNIC_CNT_DC_CLOSE_CONFIRMED);
+    counts->peer_targets = hub->counter(SRCNIC_CNT_DC_TARGETS_OPENED);
 }
 
 TEST(NicDc, echoes_from_many_peers__dci_handovers_and_evictions_both_ways_under_loss)
@@ -636,6 +653,12 @@ TEST(NicDc, echoes_from_many_peers__dci_handovers_and_evictions_both_ways_under_
     ASSERT_NO_FATAL_FAILURE(echoes(48, 8, 16, 0xdc000020, &counts));
     // Every message took a DCI from another peer's stream (8 DCIs, 48 peers in turn).
     EXPECT_GE(counts.streams, 48u * 24u / 2);
+    // Echoes went back along the hub's streams (PROTOCOL.md §8.8), whose DCIs then waited for
+    // their closes to be confirmed (300-1,051 of the 1,152 echoes in runs on this machine; the
+    // rest went on the peers' own DCIs while the hub had too many closes unconfirmed).
+    EXPECT_GE(counts.reverse, 48u) << "few echoes went back along the hub's streams";
+    EXPECT_GE(counts.confirmed, 1u);
+    EXPECT_LE(counts.handed_back, counts.reverse);
 }
 
 TEST(NicDc, echoes_while_the_dcis_hold_every_peer__acks_ride_on_echoes_under_loss)

@@ -41,12 +41,13 @@ protected:
     }
 
     // A DC_INIT SEND of stream `stream`, PSN psn, from `from`, naming the Nic's context `ctx`
-    // (0: a SYN, which RawPeer::send proves).
-    PacketHeader dc_send(const RawPeer &from, uint32_t stream, uint32_t psn, uint32_t ctx = 0) const
+    // (0: a SYN, which RawPeer::send proves), with `flags` besides.
+    PacketHeader dc_send(const RawPeer &from, uint32_t stream, uint32_t psn, uint32_t ctx = 0,
+                         uint16_t flags = 0) const
     {
         PacketHeader h = from.header(Opcode::kSEND, psn,
-                                     kFlagDcInit | kFlagFirst | kFlagLast | kFlagAckReq |
-                                         (ctx == 0 ? kFlagSyn : 0));
+                                     static_cast<uint16_t>(kFlagDcInit | kFlagFirst | kFlagLast | kFlagAckReq |
+                                                           (ctx == 0 ? kFlagSyn : 0) | flags));
         h.dst_conn = ctx;
         h.stream = stream;
         h.dst_qpn = qp_->qpn();
@@ -131,10 +132,10 @@ protected:
 
     // Opens stream `stream` from `from` with its PSN 1 (delivered) and returns the context id
     // the Nic's acknowledgement names.
-    uint32_t open_stream(RawPeer &from, uint32_t stream)
+    uint32_t open_stream(RawPeer &from, uint32_t stream, uint16_t flags = 0)
     {
         Counters before(*nic_);
-        from.send(dc_send(from, stream, 1), {1, 2, 3, 4});
+        from.send(dc_send(from, stream, 1, 0, flags), {1, 2, 3, 4});
         Packet ack;
         EXPECT_TRUE(await_from(from, Opcode::kACK, &ack));
         EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_TARGETS_OPENED) + before.delta(SRCNIC_CNT_DC_RESUMED));
@@ -164,11 +165,11 @@ protected:
 
     // A stream of the raw peer's to the Nic whose DCI knows the Nic's context (PSN 1 a SYN,
     // PSN 2 naming the context), the acknowledgement of PSN 2 still owed for the next transmit
-    // pass; returns the context's id.
-    uint32_t stream_owing_an_ack(uint32_t stream)
+    // pass; returns the context's id. flags: besides, on the DCI's packets (kFlagDcReverse).
+    uint32_t stream_owing_an_ack(uint32_t stream, uint16_t flags = 0)
     {
-        const uint32_t ctx = open_stream(*peer_, stream);
-        std::vector<Packet> back = deliver(*peer_, dc_send(*peer_, stream, 2, ctx));
+        const uint32_t ctx = open_stream(*peer_, stream, flags);
+        std::vector<Packet> back = deliver(*peer_, dc_send(*peer_, stream, 2, ctx, flags));
         EXPECT_EQ(nullptr, answer(back, Opcode::kACK)) << "acknowledged in the pass that received it";
         return ctx;
     }
@@ -227,6 +228,77 @@ protected:
             }
         } while (now_ns() < deadline);
         return false;
+    }
+
+    // The Nic's destination to the raw peer over DC, with its DCI attached and quiet: the raw
+    // peer refused the Nic's connection (USE_DC) and acknowledged the SEND that then went on a
+    // DCI (its first packet: *first).
+    srcnic_dest_t dc_dest_quiet(Packet *first)
+    {
+        *first = dci_with_a_send(80);
+        ack_as_target(*first, 2);
+        srcnic_cqe_t cqe;
+        EXPECT_TRUE(await_cqe(qp_, &cqe));
+        EXPECT_EQ(80u, cqe.wr_id);
+        return dest_to_peer();
+    }
+
+    // A packet of the raw peer's DCI on its stream `stream` to the Nic's context ctx: op at
+    // psn, acknowledging the context's PSNs before ack_psn.
+    PacketHeader from_dci(Opcode op, uint32_t stream, uint32_t ctx, uint32_t psn, uint32_t ack_psn) const
+    {
+        PacketHeader h = peer_->header(op, psn, kFlagDcInit);
+        h.stream = stream;
+        h.dst_conn = ctx;
+        h.ack_psn = ack_psn;
+        return h;
+    }
+
+    // A SEND of 4 bytes that the raw peer, as the target context of the Nic's DCI stream that
+    // sent p, sends back along it at psn, acknowledging the DCI's PSNs before ack_psn.
+    PacketHeader back_along(const Packet &p, uint32_t psn, uint32_t ack_psn) const
+    {
+        PacketHeader h = peer_->header(Opcode::kSEND, psn, kFlagDcTarget | kFlagFirst | kFlagLast | kFlagAckReq);
+        h.stream = p.h.stream;
+        h.dst_conn = p.h.src_conn;
+        h.src_conn = kTargetCtx;
+        h.ack_psn = ack_psn;
+        h.dst_qpn = qp_->qpn();
+        h.src_qpn = kPeerQpn;
+        h.msg_len = 4;
+        return h;
+    }
+
+    // The completions of requests (not receives) qp_ gives within `us` µs, by wr_id; *recvs (if
+    // given) counts the receives that completed meanwhile.
+    std::vector<uint64_t> requests_completed_within(uint64_t us, unsigned *recvs = nullptr)
+    {
+        std::vector<uint64_t> ids;
+        const uint64_t deadline = now_ns() + us * kNsPerUs;
+        srcnic_cqe_t cqe;
+        do {
+            nic_->progress();
+            while (qp_->poll_cq(&cqe, 1) == 1) {
+                if (cqe.opcode != SRCNIC_OP_RECV) {
+                    EXPECT_EQ(SRCNIC_OK, cqe.status) << cqe.wr_id;
+                    ids.push_back(cqe.wr_id);
+                } else if (recvs != nullptr) {
+                    *recvs += cqe.status == SRCNIC_OK;
+                }
+            }
+        } while (now_ns() < deadline);
+        return ids;
+    }
+};
+
+// With one DCI: every DCI is attached as soon as it is.
+class DcOneDci : public Dc {
+protected:
+    srcnic_config_t config() override
+    {
+        srcnic_config_t c = Dc::config();
+        c.num_dci = 1;
+        return c;
     }
 };
 
@@ -848,6 +920,188 @@ TEST_F(Dc, dc_release__an_unbound_packet_s_is_not_taken)
     EXPECT_EQ(79u, cqe.wr_id);
     run_for(200);
     EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_RELEASES_ASKED));
+}
+
+// --- requests back along a stream (PROTOCOL.md §8.8) ---
+
+TEST_F(Dc, dc_reverse__a_request_goes_back_along_a_stream_that_owes_its_dci_an_ack)
+{
+    // the Nic's destination to the raw peer is over DC (its DCI quiet); the raw peer's DCI, which
+    // offers to run requests sent back (DC_REVERSE), has a stream to the Nic whose context owes
+    // it an acknowledgement. Post a SEND to the raw peer / expect it back along that stream: a
+    // DC_TARGET SEND of the stream at the context's PSN 1, naming the raw peer's DCI, carrying
+    // the acknowledgement (3) and ACK_REQ, counted; no ACK of the stream of its own
+    Packet first;
+    const srcnic_dest_t dest = dc_dest_quiet(&first);
+    const uint32_t ctx = stream_owing_an_ack(31, kFlagDcReverse);
+    Counters before(*nic_);
+    const uint32_t v = 5;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 81, &v, 4)));
+    std::vector<Packet> skipped;
+    Packet back;
+    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &back, &skipped));
+    EXPECT_EQ(kFlagDcTarget, back.h.flags & kFlagsDc) << to_string(back.h);
+    EXPECT_EQ(31u, back.h.stream);
+    EXPECT_EQ(ctx, back.h.src_conn);
+    EXPECT_EQ(peer_->conn_id(), back.h.dst_conn);
+    EXPECT_EQ(1u, back.h.psn);
+    EXPECT_EQ(3u, back.h.ack_psn);
+    EXPECT_NE(0, back.h.flags & kFlagAckReq);
+    EXPECT_FALSE(has_ack(skipped, 31, 3)) << "an ACK of its own as well";
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_REVERSE_SENT));
+    // receive the DCI's acknowledgement of it / expect the SEND complete
+    peer_->send(from_dci(Opcode::kACK, 31, ctx, 3, 2));
+    EXPECT_EQ(std::vector<uint64_t>{81}, requests_completed_within(500));
+}
+
+TEST_F(Dc, dc_reverse__not_without_the_dci_s_offer)
+{
+    // the same, but the raw peer's DCI does not offer (no DC_REVERSE) / expect the SEND on the
+    // Nic's own DCI (DC_INIT, its stream), nothing sent back
+    Packet first;
+    const srcnic_dest_t dest = dc_dest_quiet(&first);
+    stream_owing_an_ack(32);
+    const uint32_t v = 6;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 82, &v, 4)));
+    Packet p;
+    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &p));
+    EXPECT_EQ(kFlagDcInit, p.h.flags & kFlagsDc) << to_string(p.h);
+    EXPECT_NE(32u, p.h.stream);
+    EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_REVERSE_SENT));
+}
+
+TEST_F(Dc, dc_reverse__a_close_that_does_not_acknowledge_it_hands_it_back_to_run_once)
+{
+    // a SEND sent back along the raw peer's stream (PSN 1). Receive the stream's DC_CLOSE at the
+    // context's expected PSN acknowledging none of it (its DCI never ran it) / expect the close
+    // confirmed (a DC_TARGET DC_CLOSE to the DCI), the SEND handed back, counted, and sent again
+    // on the Nic's own DCI, not completed until that stream acknowledges it, then once
+    // (its payload unchanged)
+    Packet first;
+    const srcnic_dest_t dest = dc_dest_quiet(&first);
+    const uint32_t ctx = stream_owing_an_ack(33, kFlagDcReverse);
+    const uint32_t v = 7;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 83, &v, 4)));
+    Packet back;
+    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &back));
+    ASSERT_EQ(kFlagDcTarget, back.h.flags & kFlagsDc);
+    Counters before(*nic_);
+    peer_->send(from_dci(Opcode::kDC_CLOSE, 33, ctx, 3, 1));
+    std::vector<Packet> skipped;
+    Packet again;
+    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &again, &skipped));
+    const Packet *confirm = answer(skipped, Opcode::kDC_CLOSE);
+    ASSERT_NE(nullptr, confirm) << "no confirmation before the SEND went again";
+    EXPECT_EQ(kFlagDcTarget, confirm->h.flags & kFlagsDc);
+    EXPECT_EQ(peer_->conn_id(), confirm->h.dst_conn);
+    EXPECT_EQ(33u, confirm->h.stream);
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_HANDED_BACK));
+    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_CLOSED));
+    ASSERT_EQ(4u, again.payload.size());
+    uint32_t w;
+    std::memcpy(&w, again.payload.data(), 4);
+    EXPECT_EQ(v, w);
+    EXPECT_EQ(kFlagDcInit, again.h.flags & kFlagsDc) << to_string(again.h);
+    EXPECT_NE(33u, again.h.stream);
+    EXPECT_TRUE(requests_completed_within(300).empty()) << "completed before its stream acknowledged it";
+    ack_as_target(again, again.h.psn + 1);   // (its DCI's stream, or a new one if it was released)
+    EXPECT_EQ(std::vector<uint64_t>{83}, requests_completed_within(500));
+}
+
+TEST_F(Dc, dc_reverse__a_close_that_acknowledges_it_completes_it)
+{
+    // the same with the DC_CLOSE acknowledging the SEND / expect it complete, the close
+    // confirmed, nothing handed back or sent again
+    Packet first;
+    const srcnic_dest_t dest = dc_dest_quiet(&first);
+    const uint32_t ctx = stream_owing_an_ack(34, kFlagDcReverse);
+    const uint32_t v = 8;
+    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 84, &v, 4)));
+    Packet back;
+    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &back));
+    ASSERT_EQ(kFlagDcTarget, back.h.flags & kFlagsDc);
+    peer_->send(from_dci(Opcode::kDC_CLOSE, 34, ctx, 3, 2));
+    EXPECT_EQ(std::vector<uint64_t>{84}, requests_completed_within(500));
+    bool confirmed = false;
+    for (const Packet &p : peer_->receive()) {
+        EXPECT_NE(static_cast<uint8_t>(Opcode::kSEND), p.h.opcode) << "sent again: " << to_string(p.h);
+        confirmed |= p.h.opcode == static_cast<uint8_t>(Opcode::kDC_CLOSE) && (p.h.flags & kFlagDcTarget) != 0;
+    }
+    EXPECT_TRUE(confirmed);
+    EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_HANDED_BACK));
+}
+
+TEST_F(Dc, dc_reverse__the_dci_offers_runs_and_acknowledges_a_request_sent_back_once)
+{
+    // the Nic's DCI with a SEND in flight offers to run requests sent back (DC_REVERSE). Receive
+    // a SEND back along its stream that acknowledges that SEND / expect it run (a RECV), the
+    // SEND complete, and an ACK of the stream (not every DCI is attached: no close). Receive it
+    // again / expect it acknowledged again and not run twice
+    const Packet first = dci_with_a_send(85);
+    EXPECT_NE(0, first.h.flags & kFlagDcReverse) << to_string(first.h);
+    peer_->send(back_along(first, 1, 2), {9, 8, 7, 6});
+    unsigned recvs = 0;
+    EXPECT_EQ(std::vector<uint64_t>{85}, requests_completed_within(300, &recvs));
+    EXPECT_EQ(1u, recvs);
+    std::vector<Packet> out = run_for(300);
+    EXPECT_TRUE(has_ack(out, first.h.stream, 2)) << "no ACK of the request sent back";
+    EXPECT_EQ(nullptr, answer(out, Opcode::kDC_CLOSE));
+    peer_->send(back_along(first, 1, 2), {9, 8, 7, 6});
+    out = progress_until_received(1);
+    EXPECT_TRUE(has_ack(out, first.h.stream, 2));
+    EXPECT_EQ(0u, recvs_for(200)) << "run twice";
+}
+
+TEST_F(Dc, dc_reverse__a_dci_that_ran_one_closes_until_its_target_confirms)
+{
+    // the Nic's DCI ran a request sent back. Once it has been quiet for the DCI quiet time /
+    // expect DC_CLOSE (its next PSN, acknowledging the request) and again after a
+    // retransmission timeout; receive the request again meanwhile / expect DC_CLOSE, not a
+    // second run; receive the confirmation / expect it counted and no DC_CLOSE after it
+    const Packet first = dci_with_a_send(86);
+    peer_->send(back_along(first, 1, 2), {9, 8, 7, 6});
+    unsigned recvs = 0;
+    EXPECT_EQ(std::vector<uint64_t>{86}, requests_completed_within(300, &recvs));
+    EXPECT_EQ(1u, recvs);
+    Packet close;
+    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kDC_CLOSE); }, &close));
+    EXPECT_EQ(kTargetCtx, close.h.dst_conn);
+    EXPECT_EQ(first.h.stream, close.h.stream);
+    EXPECT_EQ(2u, close.h.psn);
+    EXPECT_EQ(2u, close.h.ack_psn);
+    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kDC_CLOSE); }, &close))
+        << "the close was not resent";
+    peer_->send(back_along(first, 1, 2), {9, 8, 7, 6});
+    std::vector<Packet> out = progress_until_received(1);
+    EXPECT_NE(nullptr, answer(out, Opcode::kDC_CLOSE)) << "a request of a closed stream not answered with its close";
+    EXPECT_EQ(0u, recvs_for(200)) << "run after the close";
+    PacketHeader confirm = peer_->header(Opcode::kDC_CLOSE, 2, kFlagDcTarget);
+    confirm.stream = first.h.stream;
+    confirm.dst_conn = first.h.src_conn;
+    confirm.src_conn = kTargetCtx;
+    confirm.ack_psn = 2;
+    peer_->send(confirm);
+    progress_until_received(1);
+    EXPECT_EQ(1u, nic_->counter(SRCNIC_CNT_DC_CLOSE_CONFIRMED));
+    for (const Packet &p : run_for(3 * kRtoUs)) {
+        EXPECT_NE(static_cast<uint8_t>(Opcode::kDC_CLOSE), p.h.opcode) << "closed again after the confirmation";
+    }
+}
+
+TEST_F(DcOneDci, dc_reverse__with_every_dci_attached_the_close_carries_the_ack)
+{
+    // one DCI, attached: receive a SEND back along its stream / expect it run and, instead of
+    // an ACK, DC_CLOSE acknowledging it at once (not after the quiet time)
+    const Packet first = dci_with_a_send(87);
+    peer_->send(back_along(first, 1, 2), {9, 8, 7, 6});
+    unsigned recvs = 0;
+    EXPECT_EQ(std::vector<uint64_t>{87}, requests_completed_within(300, &recvs));
+    EXPECT_EQ(1u, recvs);
+    const std::vector<Packet> out = run_for(300);
+    const Packet *close = answer(out, Opcode::kDC_CLOSE);
+    ASSERT_NE(nullptr, close) << "no early close";
+    EXPECT_EQ(2u, close->h.ack_psn);
+    EXPECT_FALSE(has_ack(out, first.h.stream, 2)) << "an ACK as well";
 }
 
 } // namespace

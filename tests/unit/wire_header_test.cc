@@ -222,6 +222,21 @@ TEST(wire_header, check_fields__dc_release_only_from_a_dc_target)
     EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
 }
 
+TEST(wire_header, check_fields__dc_reverse_only_from_a_dci)
+{
+    PacketHeader h = send_header();
+    h.dst_conn = 0x00010001;
+    h.stream = 4;
+    h.flags = kFlagDcInit | kFlagDcReverse;
+    EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
+    // a target context's packet, or a connection's, offers nothing of the kind
+    h.flags = kFlagDcTarget | kFlagDcReverse;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+    h.stream = 0;
+    h.flags = kFlagDcReverse;
+    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+}
+
 TEST(wire_header, check_fields__pad_without_payload_is_bad_length)
 {
     PacketHeader h = send_header();
