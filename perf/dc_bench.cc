@@ -30,6 +30,10 @@
 // as engines that progress on their own do between two round trips of one peer: the peer then
 // sees the hub's acknowledgement of its reply, and whatever that asks (PROTOCOL.md §8.3), before
 // its next turn rather than at it.
+// DC_BENCH_BREAKDOWN=1 (environment) prints to stderr, per (mode, P), the latency test's
+// counters per round trip, the hub's and the peers' summed (acknowledgements, streams, target
+// contexts, closes, requests sent back along a stream, PROTOCOL.md §8.8), and the state bytes
+// by kind.
 // Exits 0 whether or not the aims are met, 1 on an error, 2 on bad usage.
 #include "core/nic_config.h"
 #include "link/loopback_link.h"
@@ -234,6 +238,25 @@ Result run(size_t npeers, uint32_t budget, bool promote, unsigned rounds)
     }
     res.pkts_per_rt = static_cast<double>(bed.hub->counter(SRCNIC_CNT_TX_PACKETS) +
                                           bed.hub->counter(SRCNIC_CNT_RX_PACKETS) - pk0) / rtts.size();
+    if (std::getenv("DC_BENCH_BREAKDOWN")) {
+        // What the latency test's round trips took, per round trip (warm-up pass included).
+        const srcnic_counter_t kinds[] = {SRCNIC_CNT_ACKS_SENT, SRCNIC_CNT_RETRANSMITS, SRCNIC_CNT_DC_STREAMS,
+                                          SRCNIC_CNT_DC_TARGETS_OPENED, SRCNIC_CNT_DC_BUSY_SENT,
+                                          SRCNIC_CNT_DC_CLOSED, SRCNIC_CNT_DC_REVERSE_SENT,
+                                          SRCNIC_CNT_DC_HANDED_BACK, SRCNIC_CNT_DC_CLOSE_CONFIRMED,
+                                          SRCNIC_CNT_DC_XACKS_APPLIED};
+        const double n = static_cast<double>(total);
+        std::fprintf(stderr, "%zu peers budget %u, per round trip:", npeers, budget);
+        for (srcnic_counter_t k : kinds) {
+            uint64_t peers = 0;
+            for (const auto &p : bed.peers) {
+                peers += p->counter(k);
+            }
+            std::fprintf(stderr, " %s hub %.2f peers %.2f;", srcnic_counter_name(k), bed.hub->counter(k) / n,
+                         peers / n);
+        }
+        std::fprintf(stderr, "\n");
+    }
     std::sort(rtts.begin(), rtts.end());
     res.lat_med_us = rtts[rtts.size() / 2];
     res.lat_p99_us = rtts[std::min(rtts.size() - 1, rtts.size() * 99 / 100)];
