@@ -881,38 +881,40 @@ void Nic::dci_close(Connection *c)
     }
     c->used = now();
     dc_of(c)->dc_taken = 1;
+    dc_close_due_ns_ = std::min(dc_close_due_ns_, c->used + static_cast<uint64_t>(rto_of(c)) * kNsPerUs);
 }
 
 void Nic::dc_close_sweep(uint64_t now)
 {
+    // Called for every requester pass: it looks at the closing DCIs only once one is due.
+    if (now < dc_close_due_ns_) {
+        return;
+    }
+    uint64_t due = UINT64_MAX;
     for (size_t i = 0; i < dc_closing_.size();) {
-        Connection *c = conn_by_id(dc_closing_[i]);
-        if (c == nullptr || !c->closing) {
-            dc_closing_[i] = dc_closing_.back();
-            dc_closing_.pop_back();
-            continue;
-        }
-        if (now - c->used >= static_cast<uint64_t>(rto_of(c)) * kNsPerUs) {
+        Connection *c = conns_[dc_closing_[i] & 0xffff].get();   // (closing: conn_release drops it)
+        const uint64_t rto_ns = static_cast<uint64_t>(rto_of(c)) * kNsPerUs;
+        if (now - c->used >= rto_ns) {
             if (dc_of(c)->dc_taken >= config_.retry_count) {
                 // No answer: its target is gone (evicted, failed or restarted), and nothing
                 // of the stream is outstanding here.
-                c->closing = false;
-                conn_release(c);
+                conn_release(c);   // (index i now holds what was last)
                 continue;
             }
             ++dc_of(c)->dc_taken;
             c->used = now;
             tx_control(c, Opcode::kDC_CLOSE, c->next_psn, 0);
         }
+        due = std::min(due, c->used + rto_ns);
         ++i;
     }
+    dc_close_due_ns_ = due;
 }
 
 void Nic::dci_closing_rx(Connection *c, const PacketHeader &h)
 {
     if (h.opcode == static_cast<uint8_t>(Opcode::kDC_CLOSE)) {
-        count(SRCNIC_CNT_DC_CLOSE_CONFIRMED);   // (removed from dc_closing_ by the sweep)
-        c->closing = false;
+        count(SRCNIC_CNT_DC_CLOSE_CONFIRMED);
         conn_release(c);
     } else if (opcode_info(h.opcode).sequenced) {
         // A request or answer resent, or sent after the close: nothing runs any more; the

@@ -249,7 +249,12 @@ void Nic::conn_release(Connection *c)
         if (remotes_[dc_of(c)->remote].dci == c->id) {
             remotes_[dc_of(c)->remote].dci = 0;
         }
-        drop(dcis_, c->id);
+        if (c->closing) {
+            drop(dc_closing_, c->id);   // (confirmed, given up, or failed: §8.8)
+            c->closing = false;
+        } else {
+            drop(dcis_, c->id);
+        }
         break;
     case ConnKind::kDct:
         if (dc_of(c)->rev_sent && remotes_[dc_of(c)->remote].rev == c->id) {

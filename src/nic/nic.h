@@ -486,6 +486,7 @@ private:
     void dci_close(Connection *c);
     // Resends the DC_CLOSE of closing DCIs once per retransmission timeout; after retry_count
     // of them the DCI goes (its target is gone: nothing of its stream is outstanding here).
+    // Looks at them only once one is due (dc_close_due_ns_).
     void dc_close_sweep(uint64_t now);
     // A closing DCI received h: a confirmation releases it; a request or answer of the stream
     // is not executed but answered with DC_CLOSE again.
@@ -922,6 +923,7 @@ private:
     std::vector<uint32_t> backlogged_;   // Remotes with a backlog (indexes)
     std::vector<uint32_t> closing_;      // ids of connections we asked to CLOSE
     std::vector<uint32_t> dc_closing_;   // ids of DCIs waiting for their DC_CLOSE's confirmation
+    uint64_t dc_close_due_ns_ = UINT64_MAX;   // dc_close_sweep has nothing to do before
     uint32_t dc_serial_ = 0;             // last stream number drawn
     size_t dci_sweep_ = 0;               // dcis_ index dci_sweep looked at last
     uint64_t dc_handed_over_ns_ = 0;     // a DCI was last handed over to another target then

@@ -196,8 +196,14 @@ SRCNIC_HOT void Nic::rx_datagram(int32_t buf, const uint8_t *data, uint32_t len,
             c->self = true;
         }
     }
-    if (__builtin_expect(c->closing, 0) && c->kind == ConnKind::kDci && !unbound) {
-        dci_closing_rx(c, h);   // its stream is over: it waits for the close's confirmation
+    if (__builtin_expect(c->closing, 0) && c->kind == ConnKind::kDci) {
+        // Its stream is over: it waits for the close's confirmation (an RST ends the wait;
+        // nothing of the stream is outstanding, so nothing fails).
+        if (is_rst) {
+            conn_release(c);
+        } else if (!unbound) {
+            dci_closing_rx(c, h);
+        }
         buf_free(buf);
         return;
     }
