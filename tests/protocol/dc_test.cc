@@ -45,10 +45,18 @@ protected:
     PacketHeader dc_send(const RawPeer &from, uint32_t stream, uint32_t psn, uint32_t ctx = 0,
                          uint16_t flags = 0) const
     {
+        return stream_send(from, static_cast<uint16_t>(kFlagDcInit | (ctx == 0 ? kFlagSyn : 0) | flags),
+                           stream, psn, ctx);
+    }
+
+    // A 4-byte SEND of a stream from `from` to qp_, asking for its acknowledgement, with flags
+    // (its direction among them), naming the Nic's connection, DCI or context dst_conn.
+    PacketHeader stream_send(const RawPeer &from, uint16_t flags, uint32_t stream, uint32_t psn,
+                             uint32_t dst_conn) const
+    {
         PacketHeader h = from.header(Opcode::kSEND, psn,
-                                     static_cast<uint16_t>(kFlagDcInit | kFlagFirst | kFlagLast | kFlagAckReq |
-                                                           (ctx == 0 ? kFlagSyn : 0) | flags));
-        h.dst_conn = ctx;
+                                     static_cast<uint16_t>(kFlagFirst | kFlagLast | kFlagAckReq | flags));
+        h.dst_conn = dst_conn;
         h.stream = stream;
         h.dst_qpn = qp_->qpn();
         h.src_qpn = kPeerQpn;
@@ -258,15 +266,41 @@ protected:
     // sent p, sends back along it at psn, acknowledging the DCI's PSNs before ack_psn.
     PacketHeader back_along(const Packet &p, uint32_t psn, uint32_t ack_psn) const
     {
-        PacketHeader h = peer_->header(Opcode::kSEND, psn, kFlagDcTarget | kFlagFirst | kFlagLast | kFlagAckReq);
-        h.stream = p.h.stream;
-        h.dst_conn = p.h.src_conn;
+        PacketHeader h = stream_send(*peer_, kFlagDcTarget, p.h.stream, psn, p.h.src_conn);
         h.src_conn = kTargetCtx;
         h.ack_psn = ack_psn;
-        h.dst_qpn = qp_->qpn();
-        h.src_qpn = kPeerQpn;
-        h.msg_len = 4;
         return h;
+    }
+
+    // A SEND of the 4 bytes at v (wr_id) that the Nic sent back along the raw peer's stream
+    // `stream`: the Nic's destination is over DC (dc_dest_quiet) and the stream's context owes
+    // the raw peer's DCI, which offers (DC_REVERSE), an acknowledgement. Returns the context's
+    // id; *back: the SEND (DC_TARGET) as the raw peer received it, *skipped: what came before.
+    uint32_t send_back(uint32_t stream, uint64_t wr_id, const uint32_t *v, Packet *back,
+                       std::vector<Packet> *skipped = nullptr)
+    {
+        Packet first;
+        const srcnic_dest_t dest = dc_dest_quiet(&first);
+        const uint32_t ctx = stream_owing_an_ack(stream, kFlagDcReverse);
+        EXPECT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, wr_id, v, 4)));
+        EXPECT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, back, skipped));
+        EXPECT_EQ(kFlagDcTarget, back->h.flags & kFlagsDc) << to_string(back->h);
+        return ctx;
+    }
+
+    // The Nic's DCI to the raw peer (its first packet, returned), which offers to run requests
+    // sent back (DC_REVERSE), with a SEND of wr_id in flight; the raw peer, as its target,
+    // sends a SEND back along the stream that acknowledges it: expect the SEND complete and the
+    // one sent back run (a RECV).
+    Packet dci_ran_one_sent_back(uint64_t wr_id)
+    {
+        const Packet first = dci_with_a_send(wr_id);
+        EXPECT_NE(0, first.h.flags & kFlagDcReverse) << to_string(first.h);
+        peer_->send(back_along(first, 1, 2), {9, 8, 7, 6});
+        unsigned recvs = 0;
+        EXPECT_EQ(std::vector<uint64_t>{wr_id}, requests_completed_within(300, &recvs));
+        EXPECT_EQ(1u, recvs);
+        return first;
     }
 
     // The completions of requests (not receives) qp_ gives within `us` µs, by wr_id; *recvs (if
@@ -931,16 +965,10 @@ TEST_F(Dc, dc_reverse__a_request_goes_back_along_a_stream_that_owes_its_dci_an_a
     // it an acknowledgement. Post a SEND to the raw peer / expect it back along that stream: a
     // DC_TARGET SEND of the stream at the context's PSN 1, naming the raw peer's DCI, carrying
     // the acknowledgement (3) and ACK_REQ, counted; no ACK of the stream of its own
-    Packet first;
-    const srcnic_dest_t dest = dc_dest_quiet(&first);
-    const uint32_t ctx = stream_owing_an_ack(31, kFlagDcReverse);
-    Counters before(*nic_);
-    const uint32_t v = 5;
-    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 81, &v, 4)));
+    static const uint32_t v = 5;
     std::vector<Packet> skipped;
     Packet back;
-    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &back, &skipped));
-    EXPECT_EQ(kFlagDcTarget, back.h.flags & kFlagsDc) << to_string(back.h);
+    const uint32_t ctx = send_back(31, 81, &v, &back, &skipped);
     EXPECT_EQ(31u, back.h.stream);
     EXPECT_EQ(ctx, back.h.src_conn);
     EXPECT_EQ(peer_->conn_id(), back.h.dst_conn);
@@ -948,7 +976,7 @@ TEST_F(Dc, dc_reverse__a_request_goes_back_along_a_stream_that_owes_its_dci_an_a
     EXPECT_EQ(3u, back.h.ack_psn);
     EXPECT_NE(0, back.h.flags & kFlagAckReq);
     EXPECT_FALSE(has_ack(skipped, 31, 3)) << "an ACK of its own as well";
-    EXPECT_EQ(1u, before.delta(SRCNIC_CNT_DC_REVERSE_SENT));
+    EXPECT_EQ(1u, nic_->counter(SRCNIC_CNT_DC_REVERSE_SENT));
     // receive the DCI's acknowledgement of it / expect the SEND complete
     peer_->send(from_dci(Opcode::kACK, 31, ctx, 3, 2));
     EXPECT_EQ(std::vector<uint64_t>{81}, requests_completed_within(500));
@@ -977,14 +1005,9 @@ TEST_F(Dc, dc_reverse__a_close_that_does_not_acknowledge_it_hands_it_back_to_run
     // confirmed (a DC_TARGET DC_CLOSE to the DCI), the SEND handed back, counted, and sent again
     // on the Nic's own DCI, not completed until that stream acknowledges it, then once
     // (its payload unchanged)
-    Packet first;
-    const srcnic_dest_t dest = dc_dest_quiet(&first);
-    const uint32_t ctx = stream_owing_an_ack(33, kFlagDcReverse);
-    const uint32_t v = 7;
-    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 83, &v, 4)));
+    static const uint32_t v = 7;
     Packet back;
-    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &back));
-    ASSERT_EQ(kFlagDcTarget, back.h.flags & kFlagsDc);
+    const uint32_t ctx = send_back(33, 83, &v, &back);
     Counters before(*nic_);
     peer_->send(from_dci(Opcode::kDC_CLOSE, 33, ctx, 3, 1));
     std::vector<Packet> skipped;
@@ -1012,14 +1035,9 @@ TEST_F(Dc, dc_reverse__a_close_that_acknowledges_it_completes_it)
 {
     // the same with the DC_CLOSE acknowledging the SEND / expect it complete, the close
     // confirmed, nothing handed back or sent again
-    Packet first;
-    const srcnic_dest_t dest = dc_dest_quiet(&first);
-    const uint32_t ctx = stream_owing_an_ack(34, kFlagDcReverse);
-    const uint32_t v = 8;
-    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 84, &v, 4)));
+    static const uint32_t v = 8;
     Packet back;
-    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &back));
-    ASSERT_EQ(kFlagDcTarget, back.h.flags & kFlagsDc);
+    const uint32_t ctx = send_back(34, 84, &v, &back);
     peer_->send(from_dci(Opcode::kDC_CLOSE, 34, ctx, 3, 2));
     EXPECT_EQ(std::vector<uint64_t>{84}, requests_completed_within(500));
     bool confirmed = false;
@@ -1037,12 +1055,7 @@ TEST_F(Dc, dc_reverse__the_dci_offers_runs_and_acknowledges_a_request_sent_back_
     // a SEND back along its stream that acknowledges that SEND / expect it run (a RECV), the
     // SEND complete, and an ACK of the stream (not every DCI is attached: no close). Receive it
     // again / expect it acknowledged again and not run twice
-    const Packet first = dci_with_a_send(85);
-    EXPECT_NE(0, first.h.flags & kFlagDcReverse) << to_string(first.h);
-    peer_->send(back_along(first, 1, 2), {9, 8, 7, 6});
-    unsigned recvs = 0;
-    EXPECT_EQ(std::vector<uint64_t>{85}, requests_completed_within(300, &recvs));
-    EXPECT_EQ(1u, recvs);
+    const Packet first = dci_ran_one_sent_back(85);
     std::vector<Packet> out = run_for(300);
     EXPECT_TRUE(has_ack(out, first.h.stream, 2)) << "no ACK of the request sent back";
     EXPECT_EQ(nullptr, answer(out, Opcode::kDC_CLOSE));
@@ -1058,11 +1071,7 @@ TEST_F(Dc, dc_reverse__a_dci_that_ran_one_closes_until_its_target_confirms)
     // expect DC_CLOSE (its next PSN, acknowledging the request) and again after a
     // retransmission timeout; receive the request again meanwhile / expect DC_CLOSE, not a
     // second run; receive the confirmation / expect it counted and no DC_CLOSE after it
-    const Packet first = dci_with_a_send(86);
-    peer_->send(back_along(first, 1, 2), {9, 8, 7, 6});
-    unsigned recvs = 0;
-    EXPECT_EQ(std::vector<uint64_t>{86}, requests_completed_within(300, &recvs));
-    EXPECT_EQ(1u, recvs);
+    const Packet first = dci_ran_one_sent_back(86);
     Packet close;
     ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kDC_CLOSE); }, &close));
     EXPECT_EQ(kTargetCtx, close.h.dst_conn);
@@ -1092,11 +1101,7 @@ TEST_F(DcOneDci, dc_reverse__with_every_dci_attached_the_close_carries_the_ack)
 {
     // one DCI, attached: receive a SEND back along its stream / expect it run and, instead of
     // an ACK, DC_CLOSE acknowledging it at once (not after the quiet time)
-    const Packet first = dci_with_a_send(87);
-    peer_->send(back_along(first, 1, 2), {9, 8, 7, 6});
-    unsigned recvs = 0;
-    EXPECT_EQ(std::vector<uint64_t>{87}, requests_completed_within(300, &recvs));
-    EXPECT_EQ(1u, recvs);
+    const Packet first = dci_ran_one_sent_back(87);
     const std::vector<Packet> out = run_for(300);
     const Packet *close = answer(out, Opcode::kDC_CLOSE);
     ASSERT_NE(nullptr, close) << "no early close";

@@ -207,34 +207,32 @@ TEST(wire_header, check_fields__xack_only_on_a_packet_naming_a_connection_and_a_
     EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
 }
 
-TEST(wire_header, check_fields__dc_release_only_from_a_dc_target)
+// flag passes on a DC stream's packet of direction `from` (kFlagDcInit or kFlagDcTarget) and is
+// BAD_FLAGS on the other direction's and on a packet of no stream.
+void expect_flag_only_from(uint16_t flag, uint16_t from)
 {
     PacketHeader h = send_header();
     h.dst_conn = 0x00010001;
     h.stream = 4;
-    h.flags = kFlagDcTarget | kFlagDcRelease;
+    h.flags = static_cast<uint16_t>(from | flag);
     EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
-    // an initiator's packet, or a connection's, asks nothing of the kind
-    h.flags = kFlagDcInit | kFlagDcRelease;
+    h.flags = static_cast<uint16_t>((kFlagsDc & ~from) | flag);
     EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
     h.stream = 0;
-    h.flags = kFlagDcRelease;
+    h.flags = flag;
     EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+}
+
+TEST(wire_header, check_fields__dc_release_only_from_a_dc_target)
+{
+    // an initiator's packet, or a connection's, asks nothing of the kind
+    expect_flag_only_from(kFlagDcRelease, kFlagDcTarget);
 }
 
 TEST(wire_header, check_fields__dc_reverse_only_from_a_dci)
 {
-    PacketHeader h = send_header();
-    h.dst_conn = 0x00010001;
-    h.stream = 4;
-    h.flags = kFlagDcInit | kFlagDcReverse;
-    EXPECT_EQ(HeaderError::kOk, check_fields(h, kJobKey));
     // a target context's packet, or a connection's, offers nothing of the kind
-    h.flags = kFlagDcTarget | kFlagDcReverse;
-    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
-    h.stream = 0;
-    h.flags = kFlagDcReverse;
-    EXPECT_EQ(HeaderError::kBadFlags, check_fields(h, kJobKey));
+    expect_flag_only_from(kFlagDcReverse, kFlagDcInit);
 }
 
 TEST(wire_header, check_fields__pad_without_payload_is_bad_length)
