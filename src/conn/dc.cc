@@ -803,8 +803,13 @@ bool Nic::rev_can_take(const Connection *t) const
     // Its DCI cannot be quiet (nor hand over) before a packet of t's reaches it: t owes it the
     // acknowledgement of a request (ACK_REQ), which goes with the next transmit pass at the
     // latest, on this request's first packet or, should that not go then, as an ACK whose
-    // stream position (§5.4) holds the DCI back until this request has arrived.
-    return t->state == ConnState::kOpen && dc_of(t)->rev_ok && t->act != nullptr &&
+    // stream position (§5.4) holds the DCI back until this request has arrived. And the stream
+    // is new (its DCI has not named t by its id yet): a DCI that keeps its stream across
+    // requests covers its target, and our own DCI to that NIC, kept as well, carries a run of
+    // requests without waiting for each one's acknowledgement (perf/results/
+    // 2026-12-03-dc-reverse/NOTES.md: an all-to-all of 8 ranks over DC was 4-10 % slower
+    // when replies went back along such streams).
+    return t->state == ConnState::kOpen && dc_of(t)->rev_ok && !dc_of(t)->id_known && t->act != nullptr &&
            t->act->ack_pending && t->act->ack_next && t->act->reorder_count == 0 &&
            !t->act->inbound.active;
 }

@@ -272,20 +272,22 @@ protected:
         return h;
     }
 
-    // A SEND of the 4 bytes at v (wr_id) that the Nic sent back along the raw peer's stream
-    // `stream`: the Nic's destination is over DC (dc_dest_quiet) and the stream's context owes
-    // the raw peer's DCI, which offers (DC_REVERSE), an acknowledgement. Returns the context's
-    // id; *back: the SEND (DC_TARGET) as the raw peer received it, *skipped: what came before.
+    // A SEND of the 4 bytes at v (wr_id) that the Nic sent back along the raw peer's new stream
+    // `stream`: the Nic's destination is over DC (dc_dest_quiet), and the stream's context,
+    // opened by the raw peer's DCI (which offers, DC_REVERSE) with a SEND that the Nic ran, owes
+    // the acknowledgement for the next transmit pass. Returns the context's id; *back: the SEND
+    // (DC_TARGET) as the raw peer received it, *skipped: what came before.
     uint32_t send_back(uint32_t stream, uint64_t wr_id, const uint32_t *v, Packet *back,
                        std::vector<Packet> *skipped = nullptr)
     {
         Packet first;
         const srcnic_dest_t dest = dc_dest_quiet(&first);
-        const uint32_t ctx = stream_owing_an_ack(stream, kFlagDcReverse);
+        const std::vector<Packet> out = deliver(*peer_, dc_send(*peer_, stream, 1, 0, kFlagDcReverse));
+        EXPECT_EQ(nullptr, answer(out, Opcode::kACK)) << "acknowledged in the pass that received it";
         EXPECT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, wr_id, v, 4)));
         EXPECT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, back, skipped));
         EXPECT_EQ(kFlagDcTarget, back->h.flags & kFlagsDc) << to_string(back->h);
-        return ctx;
+        return back->h.src_conn;
     }
 
     // The Nic's DCI to the raw peer (its first packet, returned), which offers to run requests
@@ -301,6 +303,19 @@ protected:
         EXPECT_EQ(std::vector<uint64_t>{wr_id}, requests_completed_within(300, &recvs));
         EXPECT_EQ(1u, recvs);
         return first;
+    }
+
+    // Posts a SEND (wr_id) to dest, over DC, and expects it on the Nic's own DCI, not back
+    // along the raw peer's stream `stream`.
+    void expect_on_own_dci(srcnic_dest_t dest, uint64_t wr_id, uint32_t stream)
+    {
+        static const uint32_t v = 6;
+        ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, wr_id, &v, 4)));
+        Packet p;
+        ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &p));
+        EXPECT_EQ(kFlagDcInit, p.h.flags & kFlagsDc) << to_string(p.h);
+        EXPECT_NE(stream, p.h.stream);
+        EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_REVERSE_SENT));
     }
 
     // The completions of requests (not receives) qp_ gives within `us` µs, by wr_id; *recvs (if
@@ -958,27 +973,27 @@ TEST_F(Dc, dc_release__an_unbound_packet_s_is_not_taken)
 
 // --- requests back along a stream (PROTOCOL.md §8.8) ---
 
-TEST_F(Dc, dc_reverse__a_request_goes_back_along_a_stream_that_owes_its_dci_an_ack)
+TEST_F(Dc, dc_reverse__a_request_goes_back_along_a_new_stream_that_owes_its_dci_an_ack)
 {
     // the Nic's destination to the raw peer is over DC (its DCI quiet); the raw peer's DCI, which
-    // offers to run requests sent back (DC_REVERSE), has a stream to the Nic whose context owes
-    // it an acknowledgement. Post a SEND to the raw peer / expect it back along that stream: a
-    // DC_TARGET SEND of the stream at the context's PSN 1, naming the raw peer's DCI, carrying
-    // the acknowledgement (3) and ACK_REQ, counted; no ACK of the stream of its own
+    // offers to run requests sent back (DC_REVERSE), opened a stream to the Nic whose context
+    // owes it an acknowledgement. Post a SEND to the raw peer / expect it back along that
+    // stream: a DC_TARGET SEND of the stream at the context's PSN 1, naming the raw peer's DCI,
+    // carrying the acknowledgement (2) and ACK_REQ, counted; no ACK of the stream of its own
     static const uint32_t v = 5;
     std::vector<Packet> skipped;
     Packet back;
     const uint32_t ctx = send_back(31, 81, &v, &back, &skipped);
     EXPECT_EQ(31u, back.h.stream);
-    EXPECT_EQ(ctx, back.h.src_conn);
+    EXPECT_NE(0u, ctx);
     EXPECT_EQ(peer_->conn_id(), back.h.dst_conn);
     EXPECT_EQ(1u, back.h.psn);
-    EXPECT_EQ(3u, back.h.ack_psn);
+    EXPECT_EQ(2u, back.h.ack_psn);
     EXPECT_NE(0, back.h.flags & kFlagAckReq);
-    EXPECT_FALSE(has_ack(skipped, 31, 3)) << "an ACK of its own as well";
+    EXPECT_FALSE(has_ack(skipped, 31, 2)) << "an ACK of its own as well";
     EXPECT_EQ(1u, nic_->counter(SRCNIC_CNT_DC_REVERSE_SENT));
     // receive the DCI's acknowledgement of it / expect the SEND complete
-    peer_->send(from_dci(Opcode::kACK, 31, ctx, 3, 2));
+    peer_->send(from_dci(Opcode::kACK, 31, ctx, 2, 2));
     EXPECT_EQ(std::vector<uint64_t>{81}, requests_completed_within(500));
 }
 
@@ -988,14 +1003,19 @@ TEST_F(Dc, dc_reverse__not_without_the_dci_s_offer)
     // Nic's own DCI (DC_INIT, its stream), nothing sent back
     Packet first;
     const srcnic_dest_t dest = dc_dest_quiet(&first);
-    stream_owing_an_ack(32);
-    const uint32_t v = 6;
-    ASSERT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, 82, &v, 4)));
-    Packet p;
-    ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &p));
-    EXPECT_EQ(kFlagDcInit, p.h.flags & kFlagsDc) << to_string(p.h);
-    EXPECT_NE(32u, p.h.stream);
-    EXPECT_EQ(0u, nic_->counter(SRCNIC_CNT_DC_REVERSE_SENT));
+    deliver(*peer_, dc_send(*peer_, 32, 1));
+    expect_on_own_dci(dest, 82, 32);
+}
+
+TEST_F(Dc, dc_reverse__not_along_a_stream_its_dci_keeps)
+{
+    // the raw peer's DCI offers, but its stream to the Nic has named the context (it kept the
+    // stream past its first request: the DCIs cover their targets) / expect the SEND on the
+    // Nic's own DCI, which carries a run of requests without a wait for each acknowledgement
+    Packet first;
+    const srcnic_dest_t dest = dc_dest_quiet(&first);
+    stream_owing_an_ack(35, kFlagDcReverse);
+    expect_on_own_dci(dest, 88, 35);
 }
 
 TEST_F(Dc, dc_reverse__a_close_that_does_not_acknowledge_it_hands_it_back_to_run_once)
@@ -1009,7 +1029,7 @@ TEST_F(Dc, dc_reverse__a_close_that_does_not_acknowledge_it_hands_it_back_to_run
     Packet back;
     const uint32_t ctx = send_back(33, 83, &v, &back);
     Counters before(*nic_);
-    peer_->send(from_dci(Opcode::kDC_CLOSE, 33, ctx, 3, 1));
+    peer_->send(from_dci(Opcode::kDC_CLOSE, 33, ctx, 2, 1));
     std::vector<Packet> skipped;
     Packet again;
     ASSERT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, &again, &skipped));
@@ -1038,7 +1058,7 @@ TEST_F(Dc, dc_reverse__a_close_that_acknowledges_it_completes_it)
     static const uint32_t v = 8;
     Packet back;
     const uint32_t ctx = send_back(34, 84, &v, &back);
-    peer_->send(from_dci(Opcode::kDC_CLOSE, 34, ctx, 3, 2));
+    peer_->send(from_dci(Opcode::kDC_CLOSE, 34, ctx, 2, 2));
     EXPECT_EQ(std::vector<uint64_t>{84}, requests_completed_within(500));
     bool confirmed = false;
     for (const Packet &p : peer_->receive()) {
