@@ -397,6 +397,16 @@ void Nic::qp_detach(QpContext *ctx)
             c.act->inbound.refusal = SRCNIC_ERR_UNREACHABLE;   // answered at its next segment
         }
     }
+    // And its requests that wait in a destination's backlog for a DCI (a connection refused
+    // with USE_DC, or requests a DC stream's close handed back): they go as NOPs.
+    for (const uint32_t i : backlogged_) {
+        for (TxMsg *m = remotes_[i].backlog_head; m != nullptr; m = m->next) {
+            if (m->qp == ctx) {
+                m->cancelled = true;
+                m->qp = nullptr;
+            }
+        }
+    }
     const uint32_t slot = (ctx->qpn() & 0xffff) - 1;
     delete ctx;
     qp_slot_free(slot);

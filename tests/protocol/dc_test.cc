@@ -276,15 +276,16 @@ protected:
     // `stream`: the Nic's destination is over DC (dc_dest_quiet), and the stream's context,
     // opened by the raw peer's DCI (which offers, DC_REVERSE) with a SEND that the Nic ran, owes
     // the acknowledgement for the next transmit pass. Returns the context's id; *back: the SEND
-    // (DC_TARGET) as the raw peer received it, *skipped: what came before.
+    // (DC_TARGET) as the raw peer received it, *skipped: what came before. qp: the posting QP
+    // (qp_ if nullptr).
     uint32_t send_back(uint32_t stream, uint64_t wr_id, const uint32_t *v, Packet *back,
-                       std::vector<Packet> *skipped = nullptr)
+                       std::vector<Packet> *skipped = nullptr, Qp *qp = nullptr)
     {
         Packet first;
         const srcnic_dest_t dest = dc_dest_quiet(&first);
         const std::vector<Packet> out = deliver(*peer_, dc_send(*peer_, stream, 1, 0, kFlagDcReverse));
         EXPECT_EQ(nullptr, answer(out, Opcode::kACK)) << "acknowledged in the pass that received it";
-        EXPECT_EQ(SRCNIC_OK, qp_->post_send(make_send(dest, wr_id, v, 4)));
+        EXPECT_EQ(SRCNIC_OK, (qp != nullptr ? qp : qp_)->post_send(make_send(dest, wr_id, v, 4)));
         EXPECT_TRUE(await([](const Packet &q) { return q.h.opcode == static_cast<uint8_t>(Opcode::kSEND); }, back, skipped));
         EXPECT_EQ(kFlagDcTarget, back->h.flags & kFlagsDc) << to_string(back->h);
         return back->h.src_conn;
@@ -1049,6 +1050,31 @@ TEST_F(Dc, dc_reverse__a_close_that_does_not_acknowledge_it_hands_it_back_to_run
     EXPECT_TRUE(requests_completed_within(300).empty()) << "completed before its stream acknowledged it";
     ack_as_target(again, again.h.psn + 1);   // (its DCI's stream, or a new one if it was released)
     EXPECT_EQ(std::vector<uint64_t>{83}, requests_completed_within(500));
+}
+
+TEST_F(Dc, dc_reverse__a_handed_back_request_of_a_qp_destroyed_meanwhile_goes_as_a_nop)
+{
+    // a SEND of a second QP sent back; the stream's close hands it back, and the QP is destroyed
+    // before a DCI takes it (the next progress call) / expect it on the Nic's DCI as a NOP
+    // (nothing read from or completed into the gone QP: the sanitizer build checks the latter)
+    srcnic_qp_config_t qc;
+    srcnic_qp_config_init(&qc);
+    Qp *other = nullptr;
+    ASSERT_EQ(SRCNIC_OK, nic_->qp_create(qc, &other));
+    static const uint32_t v = 9;
+    Packet back;
+    const uint32_t ctx = send_back(36, 89, &v, &back, nullptr, other);
+    peer_->send(from_dci(Opcode::kDC_CLOSE, 36, ctx, 2, 1));
+    progress_until_received(1);   // (the close taken: handed back, on no DCI yet)
+    ASSERT_EQ(1u, nic_->counter(SRCNIC_CNT_DC_HANDED_BACK));
+    nic_->qp_destroy(other);
+    Packet again;
+    ASSERT_TRUE(await([](const Packet &q) {
+        return (q.h.flags & kFlagDcInit) != 0 && opcode_info(q.h.opcode).sequenced;
+    }, &again));
+    EXPECT_EQ(static_cast<uint8_t>(Opcode::kNOP), again.h.opcode) << to_string(again.h);
+    ack_as_target(again, again.h.psn + 1);
+    EXPECT_TRUE(requests_completed_within(300).empty());
 }
 
 TEST_F(Dc, dc_reverse__a_close_that_acknowledges_it_completes_it)
