@@ -809,9 +809,9 @@ bool Nic::rev_can_take(const Connection *t) const
     // requests without waiting for each one's acknowledgement (perf/results/
     // 2026-12-03-dc-reverse/NOTES.md: an all-to-all of 8 ranks over DC was 4-10 % slower
     // when replies went back along such streams).
-    return t->state == ConnState::kOpen && dc_of(t)->rev_ok && !dc_of(t)->id_known && t->act != nullptr &&
-           t->act->ack_pending && t->act->ack_next && t->act->reorder_count == 0 &&
-           !t->act->inbound.active;
+    return t->state == ConnState::kOpen && dc_of(t)->rev_ok && !dc_of(t)->id_known &&
+           t->act != nullptr && t->act->ack_pending && t->act->ack_next &&
+           t->act->reorder_count == 0 && !t->act->inbound.active;
 }
 
 Connection *Nic::rev_find(const Remote *r)
@@ -872,11 +872,7 @@ void Nic::dci_close(Connection *c)
     if (r.dci == c->id) {
         r.dci = 0;   // its next request attaches another DCI: this stream is over
     }
-    auto it = std::find(dcis_.begin(), dcis_.end(), c->id);
-    if (it != dcis_.end()) {
-        *it = dcis_.back();
-        dcis_.pop_back();
-    }
+    erase_id(dcis_, c->id);
     c->closing = true;
     dc_closing_.push_back(c->id);
     tx_control(c, Opcode::kDC_CLOSE, c->next_psn, 0);   // (its acknowledgement, owed or not)
@@ -886,7 +882,8 @@ void Nic::dci_close(Connection *c)
     }
     c->used = now();
     dc_of(c)->dc_taken = 1;
-    dc_close_due_ns_ = std::min(dc_close_due_ns_, c->used + static_cast<uint64_t>(rto_of(c)) * kNsPerUs);
+    dc_close_due_ns_ =
+        std::min(dc_close_due_ns_, c->used + static_cast<uint64_t>(rto_of(c)) * kNsPerUs);
 }
 
 void Nic::dc_close_sweep(uint64_t now)
@@ -928,14 +925,32 @@ void Nic::dci_closing_rx(Connection *c, const PacketHeader &h)
     }
 }
 
-void Nic::dct_close_rev(Connection *c, const PacketHeader &h)
+void Nic::dct_closed(Connection *c, const PacketHeader &h)
 {
     apply_ack(c, h.ack_psn);
+    // An acknowledgement still owed is not wanted any more: the initiator holds every PSN
+    // acknowledged (else it would not close). Left owed, it kept the context from going here,
+    // and its eviction later left a closed entry for the whole linger.
     ConnActive *a = c->act;
     a->ack_pending = a->ack_now = a->ack_next = false;
     a->unacked_rx = a->unacked_rx_bytes = 0;
+    if (dc_of(c)->rev_sent) {
+        rev_hand_back(c);
+        // Confirmed, so that the DCI, kept until then, may serve another stream (§8.8).
+        tx_control(c, Opcode::kDC_CLOSE, c->next_psn, 0);
+    }
+    // Its ack covers what we answered: the context goes without leaving a closed entry.
+    if (c->quiet()) {
+        count(SRCNIC_CNT_DC_CLOSED);
+        conn_release(c);
+    }
+}
+
+void Nic::rev_hand_back(Connection *c)
+{
     // The DCI ran nothing of the stream after its close: what it does not acknowledge goes
     // again, in order, ahead of anything posted later, on a DCI of the Remote's own.
+    ConnActive *a = c->act;
     Remote *r = &remotes_[dc_of(c)->remote];
     const PeerNic &p = dc_of(c)->peer_nic;
     if (!r->dc || r->nic != p.nic || !(r->addr == p.addr)) {
@@ -972,10 +987,6 @@ void Nic::dct_close_rev(Connection *c, const PacketHeader &h)
         backlogged_.push_back(static_cast<uint32_t>(r - remotes_.data()));
         tx_due_ = true;
     }
-    // Confirmed, so that the DCI, kept until then, may serve another stream (§8.8).
-    tx_control(c, Opcode::kDC_CLOSE, c->next_psn, 0);
-    count(SRCNIC_CNT_DC_CLOSED);
-    conn_release(c);
 }
 
 void Nic::refused_add(const ClosedKey &k)

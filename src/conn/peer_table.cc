@@ -224,13 +224,6 @@ void Nic::conn_release(Connection *c)
         act_put(c);
     }
     const uint32_t slot = c->id & 0xffff;
-    auto drop = [](std::vector<uint32_t> &ids, uint32_t id) {
-        auto it = std::find(ids.begin(), ids.end(), id);
-        if (it != ids.end()) {
-            *it = ids.back();
-            ids.pop_back();
-        }
-    };
     const PeerNic &p = peer_of(c);
     switch (c->kind) {
     case ConnKind::kConn: {
@@ -250,10 +243,10 @@ void Nic::conn_release(Connection *c)
             remotes_[dc_of(c)->remote].dci = 0;
         }
         if (c->closing) {
-            drop(dc_closing_, c->id);   // (confirmed, given up, or failed: §8.8)
+            erase_id(dc_closing_, c->id);   // (confirmed, given up, or failed: §8.8)
             c->closing = false;
         } else {
-            drop(dcis_, c->id);
+            erase_id(dcis_, c->id);
         }
         break;
     case ConnKind::kDct:
@@ -261,7 +254,7 @@ void Nic::conn_release(Connection *c)
             remotes_[dc_of(c)->remote].rev = 0;
         }
         dct_by_stream_.erase(ClosedKey{p.addr, p.nic, dc_of(c)->stream, false});
-        drop(dcts_, c->id);
+        erase_id(dcts_, c->id);
         break;
     }
     c->state = ConnState::kFree;

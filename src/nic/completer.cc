@@ -195,24 +195,9 @@ void Nic::complete_control(Connection *c, const PacketHeader &h)
         break;
     case Opcode::kDC_CLOSE:
         // The initiator handed its DCI over: everything before psn was executed here and is
-        // acknowledged there, and its ack covers what we answered, so the context goes without
-        // leaving a closed entry (§8.5).
-        if (c->kind == ConnKind::kDct && dc_of(c)->rev_sent && c->expected_psn == h.psn &&
-            (h.flags & kFlagDcInit) != 0) {
-            dct_close_rev(c, h);   // requests it sent back complete or go again (§8.8)
-            break;
-        }
-        if (c->kind == ConnKind::kDct && c->expected_psn == h.psn) {
-            apply_ack(c, h.ack_psn);
-            // An acknowledgement still owed is not wanted any more: the initiator holds every
-            // PSN acknowledged (else it would not close). Left owed, it kept the context from
-            // going here, and its eviction later left a closed entry for the whole linger.
-            c->act->ack_pending = c->act->ack_now = false;
-            c->act->unacked_rx = c->act->unacked_rx_bytes = 0;
-        }
-        if (c->kind == ConnKind::kDct && c->quiet() && c->expected_psn == h.psn) {
-            count(SRCNIC_CNT_DC_CLOSED);
-            conn_release(c);
+        // acknowledged there (§8.5).
+        if (c->kind == ConnKind::kDct && c->expected_psn == h.psn && (h.flags & kFlagDcInit) != 0) {
+            dct_closed(c, h);
         }
         break;
     default:

@@ -24,6 +24,7 @@
 
 #include <srcnic/srcnic.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -96,6 +97,16 @@ struct srcnic_mr {
 };
 
 namespace srcnic {
+
+// Removes id from ids if it is there (order not kept: the last entry takes its place).
+inline void erase_id(std::vector<uint32_t> &ids, uint32_t id)
+{
+    auto it = std::find(ids.begin(), ids.end(), id);
+    if (it != ids.end()) {
+        *it = ids.back();
+        ids.pop_back();
+    }
+}
 
 struct LinkAddrHash {
     size_t operator()(const LinkAddr &a) const { return a.hash(); }
@@ -491,10 +502,15 @@ private:
     // A closing DCI received h: a confirmation releases it; a request or answer of the stream
     // is not executed but answered with DC_CLOSE again.
     void dci_closing_rx(Connection *c, const PacketHeader &h);
-    // Target context c, which sent requests back, received DC_CLOSE (its expected PSN): what
-    // the close acknowledges completes, the rest goes back to its Remote unexecuted (to a DCI
-    // of its own, in order), and the close is confirmed.
-    void dct_close_rev(Connection *c, const PacketHeader &h);
+    // Target context c received its DCI's DC_CLOSE at its expected PSN (§8.5): the close's
+    // acknowledgement applies, nothing owed stays owed, and c goes once quiet; if it sent
+    // requests back (§8.8), what the close does not acknowledge goes back first
+    // (rev_hand_back) and the close is confirmed.
+    void dct_closed(Connection *c, const PacketHeader &h);
+    // Target context c's requests sent back that its DCI did not run go to their Remote's
+    // backlog, unexecuted, in order, ahead of anything later (to a DCI of its own); the rest
+    // of its transmit FIFO is dropped (every answer was acknowledged: its DCI was quiet).
+    void rev_hand_back(Connection *c);
     // r's DC traffic stayed high: moves it to a connection if the budget has room (its DCI
     // drained first: nothing reorders), or asks an idle connection to close to make room.
     // Returns false when r's request must wait (its DCI is draining).
